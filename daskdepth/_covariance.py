@@ -1,0 +1,51 @@
+"""Covariance estimates and the whitening map of the principal subspace (NumPy only)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+#: Eigenvalues below ``RANK_RTOL * d * largest`` are treated as zero.
+RANK_RTOL = 1e3 * np.finfo(np.float64).eps
+
+
+def sample_covariance(n: int, scatter: np.ndarray) -> np.ndarray:
+    """Unbiased sample covariance from a centred scatter matrix."""
+    cov = scatter / max(n - 1, 1)
+    return (cov + cov.T) / 2
+
+
+def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
+    """``W`` (d x r) with ``W W^T`` the pseudo-inverse of ``covariance`` and its rank ``r``.
+
+    ``W = E_r diag(lambda_r)^{-1/2}`` with the leading eigenpairs; projecting a
+    centred point on ``W u`` measures it in standard deviations of the principal
+    subspace and ignores directions of zero variance.
+    """
+    cov = np.asarray(covariance, dtype=np.float64)
+    d = cov.shape[0]
+    vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
+    top = vals.max(initial=0.0)
+    if not np.isfinite(top) or top <= 0:
+        raise ValueError(
+            "the covariance of the reference data is zero: every feature is constant, so "
+            "there is no direction along which to rank points; check the input"
+        )
+    keep = vals > RANK_RTOL * d * top
+    w = vecs[:, keep] / np.sqrt(vals[keep])
+    return w[:, ::-1].copy(), int(keep.sum())
+
+
+def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
+                       d: int) -> tuple[np.ndarray, np.ndarray]:
+    """Location and covariance for the ``covariance=`` parameter."""
+    if isinstance(spec, str):
+        if spec == "sample":
+            return mean, sample_covariance(n, scatter)
+        raise ValueError(f"covariance must be 'sample' or a (d, d) array, got {spec!r}")
+    cov = np.asarray(spec, dtype=np.float64)
+    if cov.shape != (d, d):
+        raise ValueError(f"a precomputed covariance must have shape ({d}, {d}) to match the "
+                         f"{d} features, got {cov.shape}")
+    if not np.isfinite(cov).all() or not np.allclose(cov, cov.T, rtol=1e-10, atol=0):
+        raise ValueError("a precomputed covariance must be finite and symmetric")
+    return mean, (cov + cov.T) / 2

@@ -1,0 +1,223 @@
+"""Dask graph construction: the data passes of fitting and the scoring map.
+
+Every key is named ``daskdepth-<verb>-<token>`` (``moments``, ``merge``,
+``pilot``, ``histogram``, ``score``), so the dashboard's task stream and
+progress bars say which phase a cluster is in.  Pure computations live in
+:mod:`daskdepth._kernels` and :mod:`daskdepth._summary`; this module only
+wires them together.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import Delayed, delayed
+
+from . import _kernels as K
+from ._summary import BlockTree, DepthSummary, LeafStats
+
+#: How many offending row indices an error message lists.
+MAX_BAD_ROWS = 5
+
+_LOCAL_SCHEDULERS = {"threads", "threading", "sync", "synchronous", "single-threaded",
+                     "processes", "multiprocessing"}
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def active_client() -> Any | None:
+    """The distributed Client that will run computations, if any."""
+    if dask.config.get("scheduler", None) in _LOCAL_SCHEDULERS:
+        return None
+    try:
+        from distributed import default_client
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        return None
+    try:
+        return default_client()
+    except ValueError:
+        return None
+
+
+@contextlib.contextmanager
+def phase(name: str) -> Iterator[None]:
+    """Group the tasks submitted inside under the span ``("daskdepth", name)``."""
+    try:
+        from distributed import span
+    except ImportError:  # pragma: no cover
+        yield
+        return
+    with span("daskdepth", name):
+        yield
+
+
+def broadcast(obj: Any, name: str) -> Any:
+    """Make a large read-only object available to every task that needs it.
+
+    On a distributed cluster it is scattered once to every worker; otherwise it
+    becomes a single graph key, shared by reference by the local schedulers.
+    """
+    client = active_client()
+    if client is not None:
+        return client.scatter(obj, broadcast=True, hash=False)
+    return delayed(obj, name=name, traverse=False)
+
+
+def _split_every() -> int:
+    value = dask.config.get("split_every", None)
+    if isinstance(value, dict) or not value:
+        return 4
+    return max(2, int(value))
+
+
+def tree_reduce(parts: Sequence[Delayed], combine: Callable[..., Any], name: str,
+                split_every: int | None = None) -> Delayed:
+    """Reduce ``parts`` left to right in a tree of ``combine`` calls."""
+    k = split_every or _split_every()
+    parts = list(parts)
+    level = 0
+    while len(parts) > 1:
+        parts = [
+            delayed(combine, pure=True)(*parts[i:i + k], dask_key_name=(name, level, j))
+            for j, i in enumerate(range(0, len(parts), k))
+        ]
+        level += 1
+    return parts[0]
+
+
+def row_blocks(x: da.Array) -> tuple[list[Delayed], list[int]]:
+    """One Delayed per row chunk of a 2-D array with a single column chunk."""
+    blocks = list(x.to_delayed().ravel())
+    starts = np.concatenate([[0], np.cumsum(x.chunks[0])[:-1]]).astype(int).tolist()
+    return blocks, starts
+
+
+# --------------------------------------------------------------------------- moments pass
+
+
+@dataclass
+class ChunkSummary:
+    """Moments of the finite rows, non-finite rows and a Bernoulli row sample."""
+
+    n: int
+    mean: np.ndarray
+    scatter: np.ndarray
+    n_bad: int
+    bad_rows: np.ndarray
+    sample: np.ndarray
+
+
+def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkSummary:
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    n, mean, scatter = K.chunk_moments(x, finite)
+    bad = np.flatnonzero(~finite)
+    keep = finite
+    if p < 1.0:
+        keep = finite & (K.row_uniforms(row_start, x.shape[0], seed) < p)
+    return ChunkSummary(n, mean, scatter, int(bad.size), row_start + bad[:MAX_BAD_ROWS],
+                        x[keep])
+
+
+def _moments_merge(*parts: ChunkSummary) -> ChunkSummary:
+    out = parts[0]
+    for b in parts[1:]:
+        n, mean, scatter = K.merge_moments((out.n, out.mean, out.scatter),
+                                           (b.n, b.mean, b.scatter))
+        out = ChunkSummary(
+            n, mean, scatter, out.n_bad + b.n_bad,
+            np.concatenate([out.bad_rows, b.bad_rows])[:MAX_BAD_ROWS],
+            np.concatenate([out.sample, b.sample]),
+        )
+    return out
+
+
+def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> ChunkSummary:
+    """One pass: count, mean, scatter, non-finite rows and a row sample."""
+    p = min(1.0, sample_size / max(1, x.shape[0]))
+    blocks, starts = row_blocks(x)
+    parts = [
+        delayed(_moments_chunk, pure=True)(b, s, seed, p,
+                                          dask_key_name=(f"daskdepth-moments-{token}", i))
+        for i, (b, s) in enumerate(zip(blocks, starts, strict=True))
+    ]
+    with phase("moments"):
+        (result,) = dask.compute(tree_reduce(parts, _moments_merge, f"daskdepth-merge-{token}"))
+    return result
+
+
+# --------------------------------------------------------------------------- histogram passes
+
+
+def _histogram_chunk(x: np.ndarray, location: np.ndarray, tree: BlockTree,
+                     v: np.ndarray) -> LeafStats:
+    x = np.asarray(x, dtype=np.float64)
+    valid = np.isfinite(x).all(axis=1)
+    xc = np.ascontiguousarray(x - location)
+    return tree.accumulate(xc, v, valid, LeafStats.empty(tree.n_nodes))
+
+
+def _stats_merge(*parts: LeafStats) -> LeafStats:
+    out = parts[0]
+    for p in parts[1:]:
+        out = out.merge(p)
+    return out
+
+
+def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
+                    blocks: Sequence[tuple[int, int, Any]], *, token: str,
+                    verb: str = "histogram") -> list[Delayed]:
+    """Delayed exact leaf statistics of every row of ``x`` for each block tree.
+
+    ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockTree`
+    or a Delayed one built by earlier tasks of the same graph.  Tasks are
+    (row chunk x direction block); their statistics are reduced over row chunks
+    by sum / min / max, which is exact and independent of the reduction order.
+    """
+    row_parts, _ = row_blocks(x)
+    outs = []
+    for b, (j0, j1, tree) in enumerate(blocks):
+        ref = tree if isinstance(tree, Delayed) else broadcast(tree, f"daskdepth-tree-{token}-{b}")
+        v = np.ascontiguousarray(directions[j0:j1])
+        parts = [
+            delayed(_histogram_chunk, pure=True)(blk, location, ref, v,
+                                                 dask_key_name=(f"daskdepth-{verb}-{token}", i, b))
+            for i, blk in enumerate(row_parts)
+        ]
+        outs.append(tree_reduce(parts, _stats_merge, f"daskdepth-merge-{token}-{b}"))
+    return outs
+
+
+# --------------------------------------------------------------------------- scoring
+
+
+def _score_chunk(x: np.ndarray, summary: DepthSummary, raise_nan: bool,
+                 block_info: dict | None = None) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    valid = np.isfinite(x).all(axis=1)
+    if raise_nan and not valid.all():
+        start = block_info[0]["array-location"][0][0] if block_info else 0
+        bad = np.flatnonzero(~valid)
+        rows = ", ".join(str(start + i) for i in bad[:MAX_BAD_ROWS])
+        more = ", ..." if bad.size > MAX_BAD_ROWS else ""
+        raise ValueError(
+            f"input has {bad.size} rows with NaN or inf values in this chunk (rows [{rows}{more}]);"
+            " drop them or pass nan_policy='omit'"
+        )
+    return summary.depth(x, valid)
+
+
+def score_array(x: da.Array, summary: DepthSummary, *, raise_nan: bool, token: str) -> da.Array:
+    """Lazy depth of every row of ``x``: one task per row chunk."""
+    ref = broadcast(summary, f"daskdepth-summary-{token}")
+    return x.map_blocks(
+        _score_chunk, ref, raise_nan, drop_axis=1, dtype=np.float64,
+        meta=np.empty((0,), dtype=np.float64), name=f"daskdepth-score-{token}",
+    )
