@@ -171,28 +171,58 @@ def _stats_merge(*parts: LeafStats) -> LeafStats:
     return out
 
 
-def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                    blocks: Sequence[tuple[int, int, Any]], *, token: str,
-                    verb: str = "histogram") -> list[Delayed]:
-    """Delayed exact leaf statistics of every row of ``x`` for each block tree.
+def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockTree, v: np.ndarray,
+                   wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    x = np.asarray(x, dtype=np.float64)
+    valid = np.isfinite(x).all(axis=1)
+    xc = np.ascontiguousarray(x - location)
+    return tree.collect(xc, v, valid, wanted)
+
+
+def _collect_merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+
+
+def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int, int, Any]],
+                chunk_fn: Callable[..., Any], merge_fn: Callable[..., Any], args: Sequence[Any],
+                extra: Sequence[Sequence[Any]] | None, token: str, verb: str) -> list[Delayed]:
+    """One task per (row chunk, direction block), reduced over row chunks per block.
 
     ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockTree`
-    or a Delayed one built by earlier tasks of the same graph.  Tasks are
-    (row chunk x direction block); their statistics are reduced over row chunks
-    by sum / min / max, which is exact and independent of the reduction order.
+    or a Delayed one built by earlier tasks of the same graph.
     """
     row_parts, _ = row_blocks(x)
     outs = []
     for b, (j0, j1, tree) in enumerate(blocks):
         ref = tree if isinstance(tree, Delayed) else broadcast(tree, f"daskdepth-tree-{token}-{b}")
         v = np.ascontiguousarray(directions[j0:j1])
+        more = tuple(extra[b]) if extra is not None else ()
         parts = [
-            delayed(_histogram_chunk, pure=True)(blk, location, ref, v,
-                                                 dask_key_name=(f"daskdepth-{verb}-{token}", i, b))
+            delayed(chunk_fn, pure=True)(blk, *args, ref, v, *more,
+                                         dask_key_name=(f"daskdepth-{verb}-{token}", i, b))
             for i, blk in enumerate(row_parts)
         ]
-        outs.append(tree_reduce(parts, _stats_merge, f"daskdepth-merge-{token}-{b}"))
+        outs.append(tree_reduce(parts, merge_fn, f"daskdepth-merge-{token}-{b}"))
     return outs
+
+
+def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
+                    blocks: Sequence[tuple[int, int, Any]], *, token: str) -> list[Delayed]:
+    """Delayed exact leaf statistics (count, min, max) of all rows, per block.
+
+    Statistics merge by sum / min / max, which is exact and independent of the
+    chunking and of the reduction order.
+    """
+    return _block_pass(x, directions, blocks, _histogram_chunk, _stats_merge, (location,), None,
+                       token, "histogram")
+
+
+def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
+                  blocks: Sequence[tuple[int, int, Any]], wanted: Sequence[np.ndarray], *,
+                  token: str) -> list[Delayed]:
+    """Delayed (leaf, projection) pairs of the rows in the ``wanted`` leaves, per block."""
+    return _block_pass(x, directions, blocks, _collect_chunk, _collect_merge, (location,),
+                       [(w,) for w in wanted], token, "refine")
 
 
 # --------------------------------------------------------------------------- scoring

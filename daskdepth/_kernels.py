@@ -1,14 +1,13 @@
 """Pure NumPy/Numba kernels. Nothing in this module knows about Dask.
 
-The per-direction summary of the reference projections is a forest of *uniform
-split trees*.  For direction ``j`` the projections are first routed to one of
-``k1 + 2`` root bins (an equal-width grid plus an underflow and an overflow
-bin); a node that holds too many rows is split into ``nchild`` equal-width
-children spanning the ``[min, max]`` of the rows it holds, and so on.  Routing
-is a chain of ``floor((p - lo) * scale)`` evaluations, which is monotone in
-``p`` even in floating point, so every row in a leaf to the left of the leaf
-of ``q`` is strictly smaller than ``q`` and every row to the right is strictly
-larger.  Each leaf keeps the exact count, minimum and maximum of its rows,
+The per-direction summary of the reference projections is a shallow tree.  For
+direction ``j`` a projection is first routed to one of ``k1 + 2`` root bins (an
+equal-width grid plus an underflow and an overflow bin); a root that holds too
+many rows is split at explicit sorted edges into children, found by binary
+search, and so on.  Routing is monotone in ``p`` even in floating point
+(``floor`` of an increasing expression, then counts of edges ``<= p``), so
+every row in a leaf to the left of the leaf of ``q`` is strictly smaller than
+``q`` and every row to the right is strictly larger.  Each leaf keeps the exact count, minimum and maximum of its rows,
 which makes atoms (leaves with ``min == max``) exact and bounds the error of
 any other leaf by ``(count - 1) / n``.
 """
@@ -20,8 +19,8 @@ import numpy as np
 
 _jit = numba.njit(nogil=True, cache=True)
 
-#: Dimension up to which projections are computed inside the fused kernels;
-#: above it a BLAS matrix product is faster.
+#: Dimension up to which projections are computed by :func:`project`; above it
+#: a BLAS matrix product is faster.
 FUSED_MAX_D = 32
 
 
@@ -60,56 +59,78 @@ def row_uniforms(row_start, nrows, seed):
 
 
 @_jit
-def _project(X, P, fused, V, jj, i, d):
-    if fused:
-        p = 0.0
-        for k in range(d):
-            p += X[i, k] * V[jj, k]
-        return p
-    return P[jj, i]
+def project(X, V):
+    """Projections (n_dir, n_rows) of the rows of ``X`` on the rows of ``V``.
 
-
-@_jit
-def _route(p, jj, root_lo, root_scale, k1, dir_ptr, child, nchild, lo, scale):
-    t = (p - root_lo[jj]) * root_scale[jj]
-    if t < 0.0:
-        b = 0
-    elif t >= k1:
-        b = k1 + 1
-    else:
-        b = 1 + int(t)
-    node = dir_ptr[jj] + b
-    while child[node] >= 0:
-        nc = nchild[node]
-        t = (p - lo[node]) * scale[node]
-        if t <= 0.0:
-            k = 0
-        elif t >= nc - 1:
-            k = nc - 1
-        else:
-            k = int(t)
-        node = child[node] + k
-    return node
-
-
-@_jit
-def count_block(X, P, fused, V, valid, root_lo, root_scale, k1, dir_ptr, child, nchild, lo,
-                scale, counts, vmin, vmax):
-    """Add the rows of one chunk to the leaf statistics of one block of directions.
-
-    ``X`` holds centred rows (n_rows, d); with ``fused`` the projections on the
-    rows of ``V`` (n_dir, d) are computed here, otherwise they are read from
-    ``P`` (n_dir, n_rows).  ``counts``, ``vmin`` and ``vmax`` are updated in place.
+    Accumulated feature by feature in a fixed order, so a row's projection does
+    not depend on the chunk it sits in (BLAS kernels may reorder sums by shape).
     """
-    mb = dir_ptr.size - 1
-    nr = valid.size
-    d = X.shape[1]
+    mb = V.shape[0]
+    nr, d = X.shape
+    P = np.empty((mb, nr), dtype=np.float64)
     for jj in range(mb):
         for i in range(nr):
+            p = 0.0
+            for k in range(d):
+                p += X[i, k] * V[jj, k]
+            P[jj, i] = p
+    return P
+
+
+@_jit
+def route_block(P, valid, root_lo, root_scale, k1, route, edges):
+    """Leaf of every projection ``P[j, i]`` (``-1`` for invalid rows).
+
+    ``route[node] = (first child or -1, number of edges, first edge)``.  The
+    edge search halves without data-dependent branches (a plain binary search
+    mispredicts on every step), and is written out here once: Numba-level
+    calls per value cost more than the work.
+    """
+    mb = root_lo.size
+    nr = valid.size
+    out = np.empty((mb, nr), dtype=np.int64)
+    for jj in range(mb):
+        lo_j = root_lo[jj]
+        sc_j = root_scale[jj]
+        base_j = jj * (k1 + 2)
+        for i in range(nr):
             if not valid[i]:
+                out[jj, i] = -1
                 continue
-            p = _project(X, P, fused, V, jj, i, d)
-            node = _route(p, jj, root_lo, root_scale, k1, dir_ptr, child, nchild, lo, scale)
+            p = P[jj, i]
+            t = (p - lo_j) * sc_j
+            if t < 0.0:
+                node = base_j
+            elif t >= k1:
+                node = base_j + k1 + 1
+            else:
+                node = base_j + 1 + int(t)
+            while route[node, 0] >= 0:
+                s = route[node, 2]
+                base = s
+                n = route[node, 1]
+                while n > 1:
+                    half = n >> 1
+                    if edges[base + half - 1] <= p:
+                        base += half
+                    n -= half
+                if n == 1 and edges[base] <= p:
+                    base += 1
+                node = route[node, 0] + base - s
+            out[jj, i] = node
+    return out
+
+
+@_jit
+def count_leaves(P, leaves, counts, vmin, vmax):
+    """Add count, minimum and maximum of the routed projections to the leaf statistics."""
+    mb, nr = leaves.shape
+    for jj in range(mb):
+        for i in range(nr):
+            node = leaves[jj, i]
+            if node < 0:
+                continue
+            p = P[jj, i]
             counts[node] += 1
             if p < vmin[node]:
                 vmin[node] = p
@@ -118,37 +139,69 @@ def count_block(X, P, fused, V, valid, root_lo, root_scale, k1, dir_ptr, child, 
 
 
 @_jit
-def score_block(X, P, fused, V, valid, root_lo, root_scale, k1, dir_ptr, child, nchild, lo,
-                scale, cum, counts, vmin, vmax, n, out):
-    """Add ``min(L, G)`` of every row and direction of the block to ``out``.
+def collect_leaves(P, leaves, wanted):
+    """Leaf index and projection of every routed value that lands in a wanted leaf."""
+    mb, nr = leaves.shape
+    hits = 0
+    for jj in range(mb):
+        for i in range(nr):
+            node = leaves[jj, i]
+            if node >= 0 and wanted[node]:
+                hits += 1
+    nodes = np.empty(hits, dtype=np.int64)
+    values = np.empty(hits, dtype=np.float64)
+    h = 0
+    for jj in range(mb):
+        for i in range(nr):
+            node = leaves[jj, i]
+            if node >= 0 and wanted[node]:
+                nodes[h] = node
+                values[h] = P[jj, i]
+                h += 1
+    return nodes, values
+
+
+@_jit
+def pack_leaves(cum, counts, vmin, vmax):
+    """One 32-byte record ``(cum, count, min, max)`` per node: one cache line per lookup."""
+    out = np.empty((cum.size, 4), dtype=np.float64)
+    for node in range(cum.size):
+        out[node, 0] = cum[node]
+        out[node, 1] = counts[node]
+        out[node, 2] = vmin[node]
+        out[node, 3] = vmax[node]
+    return out
+
+
+@_jit
+def score_leaves(P, leaves, packed, n, out):
+    """Add ``min(L, G)`` of every routed projection to ``out`` (per row).
 
     ``L`` and ``G`` estimate the number of reference projections ``<= p`` and
     ``>= p``.  They are exact unless ``p`` falls inside ``[min, max]`` of a
     leaf that is not an atom; then ``L`` lies in ``[cum + 1, cum + c]`` and the
     interpolated estimate is off by at most ``c - 1``.
     """
-    mb = dir_ptr.size - 1
-    nr = valid.size
-    d = X.shape[1]
+    mb, nr = leaves.shape
     for jj in range(mb):
         for i in range(nr):
-            if not valid[i]:
+            node = leaves[jj, i]
+            if node < 0:
                 continue
-            p = _project(X, P, fused, V, jj, i, d)
-            node = _route(p, jj, root_lo, root_scale, k1, dir_ptr, child, nchild, lo, scale)
-            c = counts[node]
-            cb = cum[node]
-            a = vmin[node]
-            b = vmax[node]
-            if c == 0 or p < a:
-                lo_cnt = float(cb)
-                hi_cnt = float(n - cb)
+            p = P[jj, i]
+            cb = packed[node, 0]
+            c = packed[node, 1]
+            a = packed[node, 2]
+            b = packed[node, 3]
+            if c == 0.0 or p < a:
+                lo_cnt = cb
+                hi_cnt = n - cb
             elif p > b:
-                lo_cnt = float(cb + c)
-                hi_cnt = float(n - cb - c)
+                lo_cnt = cb + c
+                hi_cnt = n - cb - c
             elif a == b:
-                lo_cnt = float(cb + c)
-                hi_cnt = float(n - cb)
+                lo_cnt = cb + c
+                hi_cnt = n - cb
             else:
                 f = (p - a) / (b - a)
                 lo_cnt = cb + 1.0 + (c - 1.0) * f
@@ -160,71 +213,97 @@ def score_block(X, P, fused, V, valid, root_lo, root_scale, k1, dir_ptr, child, 
 
 
 @_jit
-def split_nodes(dir_ptr, child, nchild, lo, scale, vmin, vmax, nsplit):
-    """Turn the leaves with ``nsplit > 0`` into parents of that many children.
+def plan_edges(nodes, values, weight, cap):
+    """Split points for leaves from their sorted values (greedy, tie-aware).
 
-    Children span ``[vmin, vmax]`` of their parent and are appended after the
-    nodes of their direction, so each direction keeps a contiguous node range.
-    Returns the new arrays and the map from old to new node index.
+    ``nodes`` and ``values`` are sorted by (node, value).  Distinct values are
+    packed left to right into children whose weighted mass stays <= ``cap``; a
+    value heavier than ``cap`` gets a child of its own (an atom).  Returns, for
+    each leaf with more than one child: the leaf, its child count, the edges
+    (child ``k`` holds ``edges[k-1] <= p < edges[k]``) and the count, minimum
+    and maximum of the values in each child.
     """
-    m = dir_ptr.size - 1
-    new_ptr = np.empty(m + 1, dtype=np.int64)
-    new_ptr[0] = 0
-    for j in range(m):
-        add = 0
-        for node in range(dir_ptr[j], dir_ptr[j + 1]):
-            add += nsplit[node]
-        new_ptr[j + 1] = new_ptr[j] + (dir_ptr[j + 1] - dir_ptr[j]) + add
-    total = new_ptr[m]
-    child2 = np.full(total, -1, dtype=np.int64)
-    nchild2 = np.zeros(total, dtype=np.int64)
-    lo2 = np.zeros(total, dtype=np.float64)
-    scale2 = np.zeros(total, dtype=np.float64)
-    old_to_new = np.empty(child.size, dtype=np.int64)
-    for j in range(m):
-        shift = new_ptr[j] - dir_ptr[j]
-        nxt = new_ptr[j] + (dir_ptr[j + 1] - dir_ptr[j])
-        for node in range(dir_ptr[j], dir_ptr[j + 1]):
-            nn = node + shift
-            old_to_new[node] = nn
-            if child[node] >= 0:
-                child2[nn] = child[node] + shift
-                nchild2[nn] = nchild[node]
-                lo2[nn] = lo[node]
-                scale2[nn] = scale[node]
-            elif nsplit[node] > 0:
-                s = nsplit[node]
-                child2[nn] = nxt
-                nchild2[nn] = s
-                lo2[nn] = vmin[node]
-                sc = s / (vmax[node] - vmin[node])
-                scale2[nn] = sc if sc < 1e300 else 1e300
-                nxt += s
-    return new_ptr, child2, nchild2, lo2, scale2, old_to_new
+    n = values.size
+    split_node = np.empty(n, dtype=np.int64)
+    split_nch = np.empty(n, dtype=np.int64)
+    out_edges = np.empty(n, dtype=np.float64)
+    ch_count = np.empty(n, dtype=np.int64)
+    ch_min = np.empty(n, dtype=np.float64)
+    ch_max = np.empty(n, dtype=np.float64)
+    ns = 0
+    ne = 0
+    nc = 0
+    i = 0
+    while i < n:
+        j = i
+        while j < n and nodes[j] == nodes[i]:
+            j += 1
+        e0 = ne
+        c0 = nc
+        cur = 0.0
+        force = False
+        cnt = 0
+        cmin = values[i]
+        k = i
+        while k < j:
+            a = values[k]
+            r = k
+            while r < j and values[r] == a:
+                r += 1
+            mass = (r - k) * weight
+            if cur > 0.0 and (force or cur + mass > cap or mass > cap):
+                out_edges[ne] = a
+                ne += 1
+                ch_count[nc] = cnt
+                ch_min[nc] = cmin
+                ch_max[nc] = values[k - 1]
+                nc += 1
+                cur = 0.0
+                cnt = 0
+                cmin = a
+                force = False
+            cur += mass
+            cnt += r - k
+            if mass > cap:
+                force = True
+            k = r
+        ch_count[nc] = cnt
+        ch_min[nc] = cmin
+        ch_max[nc] = values[j - 1]
+        nc += 1
+        if nc - c0 > 1:
+            split_node[ns] = nodes[i]
+            split_nch[ns] = nc - c0
+            ns += 1
+        else:
+            ne = e0
+            nc = c0
+        i = j
+    return (split_node[:ns], split_nch[:ns], out_edges[:ne], ch_count[:nc], ch_min[:nc],
+            ch_max[:nc])
 
 
 @_jit
-def leaf_cumulative(dir_ptr, k1, child, nchild, counts):
+def leaf_cumulative(mb, k1, route, counts):
     """Number of rows in the leaves before each leaf, in value order, per direction."""
-    total = child.size
+    total = route.shape[0]
     cum = np.zeros(total, dtype=np.int64)
     stack = np.empty(total, dtype=np.int64)
-    m = dir_ptr.size - 1
-    for j in range(m):
+    for jj in range(mb):
         top = 0
         for b in range(k1 + 1, -1, -1):
-            stack[top] = dir_ptr[j] + b
+            stack[top] = jj * (k1 + 2) + b
             top += 1
         running = 0
         while top > 0:
             top -= 1
             node = stack[top]
-            if child[node] < 0:
+            if route[node, 0] < 0:
                 cum[node] = running
                 running += counts[node]
             else:
-                for k in range(nchild[node] - 1, -1, -1):
-                    stack[top] = child[node] + k
+                for k in range(route[node, 1], -1, -1):
+                    stack[top] = route[node, 0] + k
                     top += 1
     return cum
 

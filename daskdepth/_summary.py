@@ -15,10 +15,6 @@ import numpy as np
 
 from . import _kernels as K
 
-#: Most children a single split may create.
-MAX_SPLIT = 1 << 16
-
-
 @dataclass
 class LeafStats:
     """Count, minimum and maximum of the rows routed to each node."""
@@ -49,34 +45,44 @@ class LeafStats:
 
 @dataclass
 class BlockTree:
-    """Uniform split trees for the directions ``j0 .. j1 - 1``."""
+    """Split trees for the directions ``j0 .. j1 - 1``.
+
+    Node ``jj * (k1 + 2) + b`` is root bin ``b`` of the block's direction
+    ``jj``.  ``route[node] = (first child or -1, number of edges, first edge)``:
+    a split node's children are consecutive nodes separated by sorted
+    ``edges`` (child ``k`` holds ``edges[k - 1] <= p < edges[k]``).
+    """
 
     j0: int
     j1: int
     k1: int
     root_lo: np.ndarray
     root_scale: np.ndarray
-    dir_ptr: np.ndarray
-    child: np.ndarray
-    nchild: np.ndarray
-    lo: np.ndarray
-    scale: np.ndarray
+    route: np.ndarray
+    edges: np.ndarray
     stats: LeafStats | None = None
-    cum: np.ndarray | None = field(default=None, repr=False)
+    packed: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def n_nodes(self) -> int:
-        return int(self.child.size)
+        return int(self.route.shape[0])
+
+    @property
+    def is_leaf(self) -> np.ndarray:
+        return self.route[:, 0] < 0
+
+    @property
+    def n_leaves(self) -> int:
+        return int(self.is_leaf.sum())
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.root_lo, self.root_scale, self.dir_ptr, self.child, self.nchild, self.lo,
-                  self.scale]
+        arrays = [self.root_lo, self.root_scale, self.route, self.edges]
         total = sum(a.nbytes for a in arrays)
         if self.stats is not None:
             total += self.stats.nbytes
-        if self.cum is not None:
-            total += self.cum.nbytes
+        if self.packed is not None:
+            total += self.packed.nbytes
         return total
 
     # ---------------------------------------------------------------- construction
@@ -84,90 +90,104 @@ class BlockTree:
     @classmethod
     def roots(cls, j0: int, j1: int, k1: int, root_lo: np.ndarray,
               root_scale: np.ndarray) -> BlockTree:
-        mb = j1 - j0
-        n = mb * (k1 + 2)
+        route = np.zeros(((j1 - j0) * (k1 + 2), 3), dtype=np.int64)
+        route[:, 0] = -1
         return cls(
             j0=j0, j1=j1, k1=k1,
             root_lo=np.ascontiguousarray(root_lo, dtype=np.float64),
             root_scale=np.ascontiguousarray(root_scale, dtype=np.float64),
-            dir_ptr=np.arange(mb + 1, dtype=np.int64) * (k1 + 2),
-            child=np.full(n, -1, dtype=np.int64),
-            nchild=np.zeros(n, dtype=np.int64),
-            lo=np.zeros(n),
-            scale=np.zeros(n),
+            route=route,
+            edges=np.zeros(0),
         )
 
     # ---------------------------------------------------------------- passes
 
+    def leaves(self, xc: np.ndarray, v: np.ndarray,
+               valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Projections of centred rows ``xc`` on ``v`` and the leaf of each."""
+        p = _projections(xc, v)
+        return p, K.route_block(p, valid, self.root_lo, self.root_scale, self.k1, self.route,
+                                self.edges)
+
     def accumulate(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    stats: LeafStats) -> LeafStats:
         """Add centred rows ``xc`` to ``stats`` (in place) and return it."""
-        fused, p = _projections(xc, v)
-        K.count_block(xc, p, fused, v, valid, self.root_lo, self.root_scale, self.k1,
-                      self.dir_ptr, self.child, self.nchild, self.lo, self.scale,
-                      stats.counts, stats.vmin, stats.vmax)
+        p, leaves = self.leaves(xc, v, valid)
+        K.count_leaves(p, leaves, stats.counts, stats.vmin, stats.vmax)
         return stats
+
+    def collect(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
+                wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(leaf, projection) of every row and direction that lands in a wanted leaf."""
+        p, leaves = self.leaves(xc, v, valid)
+        return K.collect_leaves(p, leaves, wanted)
 
     def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, n: int,
                    out: np.ndarray) -> None:
         """Add ``n * depth`` contributions of this block's directions to ``out``."""
-        assert self.stats is not None and self.cum is not None
-        fused, p = _projections(xc, v)
-        K.score_block(xc, p, fused, v, valid, self.root_lo, self.root_scale, self.k1,
-                      self.dir_ptr, self.child, self.nchild, self.lo, self.scale, self.cum,
-                      self.stats.counts, self.stats.vmin, self.stats.vmax, n, out)
+        assert self.packed is not None
+        p, leaves = self.leaves(xc, v, valid)
+        K.score_leaves(p, leaves, self.packed, n, out)
 
     def with_stats(self, stats: LeafStats) -> BlockTree:
-        """Attach final leaf statistics and the cumulative counts used for scoring."""
-        cum = K.leaf_cumulative(self.dir_ptr, self.k1, self.child, self.nchild, stats.counts)
-        return replace(self, stats=stats, cum=cum)
+        """Attach final leaf statistics and the packed records used for scoring."""
+        cum = K.leaf_cumulative(self.j1 - self.j0, self.k1, self.route, stats.counts)
+        packed = K.pack_leaves(cum, stats.counts, stats.vmin, stats.vmax)
+        return replace(self, stats=stats, packed=packed)
 
     # ---------------------------------------------------------------- refinement
 
-    def plan_splits(self, stats: LeafStats, *, weight: float, n: int, tol: float,
-                    guard: float) -> np.ndarray:
-        """Number of children for each leaf whose error bound exceeds ``tol``.
+    def loose_leaves(self, stats: LeafStats, cap: float) -> np.ndarray:
+        """Leaves holding more than ``cap`` rows of distinct values."""
+        return self.is_leaf & (stats.counts > cap) & (stats.vmin < stats.vmax)
 
-        ``weight`` scales counts measured on a sample up to the full data and
-        ``guard`` > 1 asks for leaves that much smaller than the limit, to absorb
-        sampling noise.  A leaf of ``c`` rows with ``min < max`` is split when
-        ``c * weight - 1 > tol * n / guard``, into about ``2 c weight / (tol n + 1)``
-        children.
+    def split(self, nodes: np.ndarray, values: np.ndarray, *, weight: float, cap: float,
+              stats: LeafStats | None = None) -> tuple[BlockTree, LeafStats | None]:
+        """Split the leaves in ``nodes`` at edges chosen from their ``values``.
+
+        ``nodes``/``values`` list the (weighted) values that fall in each leaf to
+        split.  With ``stats`` (exact values, ``weight == 1``) the statistics of
+        the new children are exact and returned merged into a copy of ``stats``.
         """
-        est = stats.counts * weight
-        leaf = self.child < 0
-        heavy = leaf & (stats.counts >= 2) & (stats.vmin < stats.vmax)
-        heavy &= (est - 1.0) > (tol * n) / guard
-        nsplit = np.zeros(self.n_nodes, dtype=np.int64)
-        if heavy.any():
-            want = np.ceil(2.0 * guard * est[heavy] / (tol * n + 1.0))
-            nsplit[heavy] = np.clip(want, 2, MAX_SPLIT).astype(np.int64)
-        return nsplit
-
-    def split(self, stats: LeafStats, nsplit: np.ndarray) -> BlockTree:
-        ptr, child, nchild, lo, scale, _ = K.split_nodes(
-            self.dir_ptr, self.child, self.nchild, self.lo, self.scale, stats.vmin,
-            stats.vmax, nsplit)
-        return replace(self, dir_ptr=ptr, child=child, nchild=nchild, lo=lo, scale=scale,
-                       stats=None, cum=None)
+        order = np.lexsort((values, nodes))
+        sn, nch, new_edges, ch_count, ch_min, ch_max = K.plan_edges(
+            nodes[order], values[order], float(weight), float(cap))
+        n_old = self.n_nodes
+        first = n_old + np.concatenate([[0], np.cumsum(nch)[:-1]]).astype(np.int64)
+        estart = self.edges.size + np.concatenate([[0], np.cumsum(nch - 1)[:-1]]).astype(
+            np.int64)
+        new = np.zeros((int(nch.sum()), 3), dtype=np.int64)
+        new[:, 0] = -1
+        route = np.concatenate([self.route, new])
+        route[sn, 0] = first
+        route[sn, 1] = nch - 1
+        route[sn, 2] = estart
+        tree = replace(self, route=route, edges=np.concatenate([self.edges, new_edges]),
+                       stats=None, packed=None)
+        if stats is None:
+            return tree, None
+        merged = LeafStats(
+            np.concatenate([stats.counts, ch_count]),
+            np.concatenate([stats.vmin, ch_min]),
+            np.concatenate([stats.vmax, ch_max]),
+        )
+        merged.counts[sn] = 0
+        return tree, merged
 
     def error_bound(self, n: int) -> float:
         """Certified bound on |estimated - exact| depth over this block."""
         assert self.stats is not None
         s = self.stats
-        loose = (self.child < 0) & (s.counts >= 2) & (s.vmin < s.vmax)
+        loose = self.is_leaf & (s.counts >= 2) & (s.vmin < s.vmax)
         if not loose.any():
             return 0.0
         return float((s.counts[loose].max() - 1) / n)
 
 
-def _projections(xc: np.ndarray, v: np.ndarray) -> tuple[bool, np.ndarray]:
+def _projections(xc: np.ndarray, v: np.ndarray) -> np.ndarray:
     if xc.shape[1] <= K.FUSED_MAX_D:
-        return True, _EMPTY
-    return False, np.ascontiguousarray(v @ xc.T)
-
-
-_EMPTY = np.empty((0, 0))
+        return K.project(xc, v)
+    return np.ascontiguousarray(v @ xc.T)
 
 
 @dataclass
