@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 #: Eigenvalues below ``RANK_RTOL * d * largest`` are treated as zero.
@@ -36,8 +38,15 @@ def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
 
 
 def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
-                       d: int) -> tuple[np.ndarray, np.ndarray]:
-    """Location and covariance for the ``covariance=`` parameter."""
+                       d: int, *, x: Any = None, seed: int = 0,
+                       token: str = "") -> tuple[np.ndarray, np.ndarray]:
+    """Location and covariance for the ``covariance=`` parameter.
+
+    ``n``, ``mean`` and ``scatter`` are the one-pass moments of the finite rows
+    of ``x`` (a dask array with one column chunk); estimators that need more
+    passes over the rows (robust ones) use ``x`` and ``seed`` (drawn on the
+    client from ``random_state``).
+    """
     if isinstance(spec, str):
         if spec == "sample":
             return mean, sample_covariance(n, scatter)

@@ -180,7 +180,8 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
             f"only {mom.n} finite rows remain out of {n_total}; a depth reference needs at "
             "least 2"
         )
-    location, cov = resolve_covariance(covariance, mom.n, mom.mean, mom.scatter, d)
+    location, cov = resolve_covariance(covariance, mom.n, mom.mean, mom.scatter, d, x=x,
+                                       seed=seed, token=token)
     w, rank = None, d
     if depth == "ai-irw":
         w, rank = whitening(cov)
