@@ -12,6 +12,7 @@ from dask.base import tokenize
 from dask.delayed import delayed
 
 from ._graph import broadcast, collect_graph, histogram_graph, moments_pass, phase
+from ._kernels import FUSED_MAX_D, collect_leaves, count_leaves, project, route_block
 from ._summary import BlockTree, DepthSummary, LeafStats
 
 #: Equal-width root bins per direction (plus an underflow and an overflow bin).
@@ -48,24 +49,39 @@ def pilot_tree(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     """
     s = sample_c.shape[0]
     exact = s == n
-    p = v @ sample_c.T
-    lo_q, hi_q = np.quantile(p, [0.001, 0.999], axis=1)
+    # Sorted projections route to non-decreasing nodes (routing is monotone and
+    # root ids grow with the direction), so no (node, value) sort is needed.
+    p = np.sort(v @ sample_c.T, axis=1) if sample_c.shape[1] > FUSED_MAX_D else np.sort(
+        project(sample_c, v), axis=1)
+    lo_q, hi_q = p[:, int(0.001 * (s - 1))], p[:, int(np.ceil(0.999 * (s - 1)))]
     spread = hi_q - lo_q
-    full = p.max(axis=1) - p.min(axis=1)
+    full = p[:, -1] - p[:, 0]
     spread = np.where(spread > 0, spread, np.where(full > 0, full, 1.0))
     root_lo = lo_q - 0.05 * spread
     root_scale = np.minimum(ROOT_BINS / (1.1 * spread), 1e300)
     tree = BlockTree.roots(j0, j1, ROOT_BINS, root_lo, root_scale)
     valid = np.ones(s, dtype=bool)
+    leaves = route_block(p, valid, tree.root_lo, tree.root_scale, tree.k1, tree.route,
+                         tree.edges)
+    stats = LeafStats.empty(tree.n_nodes)
+    count_leaves(p, leaves, stats.counts, stats.vmin, stats.vmax)
     weight = n / s
     cap = leaf_cap(n, tol) * (1.0 if exact else PILOT_GUARD)
-    stats = tree.accumulate(sample_c, v, valid, LeafStats.empty(tree.n_nodes))
     heavy = (stats.counts * weight > cap) & (stats.vmin < stats.vmax)
     if heavy.any():
-        nodes, values = tree.collect(sample_c, v, valid, heavy)
+        nodes, values = collect_leaves(p, leaves, heavy)
         tree, stats = tree.split(nodes, values, weight=weight, cap=cap,
-                                 stats=stats if exact else None)
+                                 stats=stats if exact else None, presorted=True)
     return tree.with_stats(stats) if exact else tree
+
+
+def refine_tree(tree: BlockTree, stats: LeafStats, collected: tuple[np.ndarray, np.ndarray],
+                cap: int) -> BlockTree:
+    """Split the loose leaves exactly from their collected values and finish the tree."""
+    nodes, values = collected
+    if nodes.size:
+        tree, stats = tree.split(nodes, values, weight=1.0, cap=cap, stats=stats)
+    return tree.with_stats(stats)
 
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -77,7 +93,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     summaries are built in memory and exactly, without a pass over ``x``.
     Otherwise one histogram pass counts every leaf exactly, and one refinement
     pass collects the values of the leaves still too heavy for ``tol`` and
-    splits them exactly.
+    splits them exactly (on the workers, one task per direction block).
     """
     m = directions.shape[0]
     bounds = [(j0, min(m, j0 + block_size)) for j0 in range(0, m, block_size)]
@@ -100,21 +116,26 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                            token=token)
     with phase("histogram"):
         trees, stats = dask.compute(pilots, outs)
-    trees, stats = list(trees), list(stats)
     cap = leaf_cap(n, tol)
-    loose = [t.loose_leaves(s, cap) for t, s in zip(trees, stats, strict=True)]
+    loose = [t.loose_leaves(st, cap) for t, st in zip(trees, stats, strict=True)]
     todo = [b for b, mask in enumerate(loose) if mask.any()]
     passes = 1
+    trees = [t.with_stats(st) if not loose[b].any() else t
+             for b, (t, st) in enumerate(zip(trees, stats, strict=True))]
     if todo:
-        outs = collect_graph(x, location, directions, [(*bounds[b], trees[b]) for b in todo],
+        refs = [broadcast(trees[b], f"daskdepth-tree-{token}-{b}") for b in todo]
+        outs = collect_graph(x, location, directions,
+                             [(*bounds[b], ref) for b, ref in zip(todo, refs, strict=True)],
                              [loose[b] for b in todo], token=token)
+        finished = [
+            delayed(refine_tree, pure=True)(ref, stats[b], out, cap,
+                                            dask_key_name=(f"daskdepth-split-{token}", b))
+            for b, ref, out in zip(todo, refs, outs, strict=True)
+        ]
         with phase("refine"):
-            collected = dask.compute(*outs)
+            for b, tree in zip(todo, dask.compute(*finished), strict=True):
+                trees[b] = tree
         passes += 1
-        for b, (nodes, values) in zip(todo, collected, strict=True):
-            trees[b], stats[b] = trees[b].split(nodes, values, weight=1.0, cap=cap,
-                                                stats=stats[b])
-    trees = [t.with_stats(s) for t, s in zip(trees, stats, strict=True)]
     return _finish(location, directions, trees, n, tol), FitInfo(passes, False)
 
 
@@ -142,10 +163,20 @@ def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockTree]
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot trees and
 #: for ``offset_``: the contamination quantile of 65,536 depths is within about
-#: 1e-3 in rank of the quantile over all training rows.
+#: 1e-3 in rank of the quantile over all training rows.  Small ``tol`` asks for
+#: more (``SAMPLE_PER_LEAF / tol``, at most ``SAMPLE_MAX``) so that the pilot
+#: leaves hold enough sampled rows to be sized reliably.
 SAMPLE_SIZE = 1 << 16
+SAMPLE_PER_LEAF = 16
+SAMPLE_MAX = 1 << 20
 #: Upper bound on the bytes of that sample (matters only for very wide data).
 SAMPLE_BYTES = 256 * 2**20
+
+
+def sample_rows(d: int, tol: float) -> int:
+    """Expected size of the row sample for ``d`` features and tolerance ``tol``."""
+    want = SAMPLE_SIZE if tol <= 0 else max(SAMPLE_SIZE, int(np.ceil(SAMPLE_PER_LEAF / tol)))
+    return int(max(1024, min(want, SAMPLE_MAX, SAMPLE_BYTES // (8 * d))))
 
 
 @dataclass
@@ -171,7 +202,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     n_total, d = x.shape
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy)
-    sample_size = int(max(1024, min(SAMPLE_SIZE, SAMPLE_BYTES // (8 * d))))
+    sample_size = sample_rows(d, tol)
     mom = moments_pass(x, seed=seed, sample_size=sample_size, token=token)
     if mom.n_bad and nan_policy == "raise":
         raise ValueError(nan_message(mom.n_bad, mom.bad_rows))

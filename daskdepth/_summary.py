@@ -142,16 +142,22 @@ class BlockTree:
         return self.is_leaf & (stats.counts > cap) & (stats.vmin < stats.vmax)
 
     def split(self, nodes: np.ndarray, values: np.ndarray, *, weight: float, cap: float,
-              stats: LeafStats | None = None) -> tuple[BlockTree, LeafStats | None]:
+              stats: LeafStats | None = None,
+              presorted: bool = False) -> tuple[BlockTree, LeafStats | None]:
         """Split the leaves in ``nodes`` at edges chosen from their ``values``.
 
         ``nodes``/``values`` list the (weighted) values that fall in each leaf to
-        split.  With ``stats`` (exact values, ``weight == 1``) the statistics of
-        the new children are exact and returned merged into a copy of ``stats``.
+        split (``presorted``: already ordered by node, then value).  With
+        ``stats`` (exact values, ``weight == 1``) the statistics of the new
+        children are exact and returned merged into a copy of ``stats``.
         """
-        order = np.lexsort((values, nodes))
+        if not presorted:
+            # Values first (comparison sort), then a stable radix sort of the ints.
+            order = np.argsort(values, kind="stable")
+            order = order[np.argsort(nodes[order], kind="stable")]
+            nodes, values = nodes[order], values[order]
         sn, nch, new_edges, ch_count, ch_min, ch_max = K.plan_edges(
-            nodes[order], values[order], float(weight), float(cap))
+            nodes, values, float(weight), float(cap))
         n_old = self.n_nodes
         first = n_old + np.concatenate([[0], np.cumsum(nch)[:-1]]).astype(np.int64)
         estart = self.edges.size + np.concatenate([[0], np.cumsum(nch - 1)[:-1]]).astype(
