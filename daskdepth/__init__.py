@@ -8,10 +8,12 @@
 
 from ._estimators import AIIRW, IRW
 from ._fit import RankWarning, ToleranceWarning
+from ._persistence import load_model as load
 from ._score import score
 from ._summary import DepthSummary
+from ._xarray import score_dataset
 
 __version__ = "0.1.0"
 
-__all__ = ["AIIRW", "IRW", "DepthSummary", "RankWarning", "ToleranceWarning", "score",
-           "__version__"]
+__all__ = ["AIIRW", "IRW", "DepthSummary", "RankWarning", "ToleranceWarning", "load", "score",
+           "score_dataset", "__version__"]

@@ -12,11 +12,9 @@ from dask.base import tokenize
 from dask.delayed import delayed
 
 from ._graph import broadcast, collect_graph, histogram_graph, moments_pass, phase
-from ._kernels import FUSED_MAX_D, collect_leaves, count_leaves, project, route_block
-from ._summary import BlockTree, DepthSummary, LeafStats
+from ._kernels import FUSED_MAX_D, project
+from ._summary import GUIDE_UNIT, BlockSummary, DepthSummary, LeafStats
 
-#: Equal-width root bins per direction (plus an underflow and an overflow bin).
-ROOT_BINS = 1024
 #: Directions per block: one histogram task covers one row chunk and one block.
 DIRECTIONS_PER_BLOCK = 32
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
@@ -39,49 +37,43 @@ def leaf_cap(n: int, tol: float) -> int:
     return int(np.floor(tol * n + 1e-9)) + 1
 
 
-def pilot_tree(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
-               tol: float) -> BlockTree:
-    """Build the trees of one direction block from a row sample (in memory).
+def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
+                  tol: float) -> BlockSummary:
+    """Leaf bounds of one direction block planned from a row sample (in memory).
 
-    The root grid spans the central 99.8% of the sampled projections; roots
-    that the sample says are too heavy are split at sample values.  When the
-    sample is the whole data this is exact and the tree comes back finished.
+    Each direction's sorted sampled projections are cut greedily into leaves of
+    about half the row limit (scaled up from the sample), atoms apart.  When the
+    sample is the whole data the cut is exact and the summary comes back
+    finished; otherwise a pass over the data counts its leaves.
     """
     s = sample_c.shape[0]
+    mb = j1 - j0
     exact = s == n
-    # Sorted projections route to non-decreasing nodes (routing is monotone and
-    # root ids grow with the direction), so no (node, value) sort is needed.
-    p = np.sort(v @ sample_c.T, axis=1) if sample_c.shape[1] > FUSED_MAX_D else np.sort(
-        project(sample_c, v), axis=1)
+    proj = v @ sample_c.T if sample_c.shape[1] > FUSED_MAX_D else project(sample_c, v)
+    p = np.sort(proj, axis=1)
     lo_q, hi_q = p[:, int(0.001 * (s - 1))], p[:, int(np.ceil(0.999 * (s - 1)))]
     spread = hi_q - lo_q
     full = p[:, -1] - p[:, 0]
     spread = np.where(spread > 0, spread, np.where(full > 0, full, 1.0))
-    root_lo = lo_q - 0.05 * spread
-    root_scale = np.minimum(ROOT_BINS / (1.1 * spread), 1e300)
-    tree = BlockTree.roots(j0, j1, ROOT_BINS, root_lo, root_scale)
-    valid = np.ones(s, dtype=bool)
-    leaves = route_block(p, valid, tree.root_lo, tree.root_scale, tree.k1, tree.route,
-                         tree.edges)
-    stats = LeafStats.empty(tree.n_nodes)
-    count_leaves(p, leaves, stats.counts, stats.vmin, stats.vmax)
-    weight = n / s
+    g_lo = lo_q - 0.05 * spread
+    g_scale = np.minimum(GUIDE_UNIT / (1.1 * spread), 1e300)
+    empty = BlockSummary.build(j0, j1, g_lo, g_scale, np.zeros(mb + 1, dtype=np.int64),
+                               np.zeros(0))
+    stats = LeafStats(np.full(mb, s, dtype=np.int64), p[:, 0].copy(), p[:, -1].copy())
     cap = leaf_cap(n, tol) * (1.0 if exact else PILOT_GUARD)
-    heavy = (stats.counts * weight > cap) & (stats.vmin < stats.vmax)
-    if heavy.any():
-        nodes, values = collect_leaves(p, leaves, heavy)
-        tree, stats = tree.split(nodes, values, weight=weight, cap=cap,
+    leaves = np.repeat(np.arange(mb, dtype=np.int64), s)
+    summary, stats = empty.split(leaves, p.ravel(), weight=n / s, cap=cap,
                                  stats=stats if exact else None, presorted=True)
-    return tree.with_stats(stats) if exact else tree
+    return summary.with_stats(stats) if exact else summary
 
 
-def refine_tree(tree: BlockTree, stats: LeafStats, collected: tuple[np.ndarray, np.ndarray],
-                cap: int) -> BlockTree:
-    """Split the loose leaves exactly from their collected values and finish the tree."""
-    nodes, values = collected
-    if nodes.size:
-        tree, stats = tree.split(nodes, values, weight=1.0, cap=cap, stats=stats)
-    return tree.with_stats(stats)
+def refine_summary(summary: BlockSummary, stats: LeafStats,
+                   collected: tuple[np.ndarray, np.ndarray], cap: int) -> BlockSummary:
+    """Split the loose leaves exactly from their collected values and finish."""
+    leaves, values = collected
+    if leaves.size:
+        summary, stats = summary.split(leaves, values, weight=1.0, cap=cap, stats=stats)
+    return summary.with_stats(stats)
 
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -101,7 +93,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     exact = sample.shape[0] == n
     sample_ref = broadcast(sample_c, f"daskdepth-sample-{token}")
     pilots = [
-        delayed(pilot_tree, pure=True)(sample_ref, np.ascontiguousarray(directions[j0:j1]),
+        delayed(pilot_summary, pure=True)(sample_ref, np.ascontiguousarray(directions[j0:j1]),
                                        j0, j1, n, tol,
                                        dask_key_name=(f"daskdepth-pilot-{token}", b))
         for b, (j0, j1) in enumerate(bounds)
@@ -128,7 +120,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                              [(*bounds[b], ref) for b, ref in zip(todo, refs, strict=True)],
                              [loose[b] for b in todo], token=token)
         finished = [
-            delayed(refine_tree, pure=True)(ref, stats[b], out, cap,
+            delayed(refine_summary, pure=True)(ref, stats[b], out, cap,
                                             dask_key_name=(f"daskdepth-split-{token}", b))
             for b, ref, out in zip(todo, refs, outs, strict=True)
         ]
@@ -139,10 +131,10 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     return _finish(location, directions, trees, n, tol), FitInfo(passes, False)
 
 
-def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockTree], n: int,
+def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSummary], n: int,
             tol: float) -> DepthSummary:
     for t in trees:
-        total = int(t.stats.counts[t.is_leaf].sum())
+        total = int(t.counts.sum())
         if total != n * (t.j1 - t.j0):  # pragma: no cover - internal consistency check
             raise RuntimeError(
                 f"daskdepth internal error: a direction block summarises {total} values, "

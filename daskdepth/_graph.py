@@ -20,7 +20,7 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 
 from . import _kernels as K
-from ._summary import BlockTree, DepthSummary, LeafStats
+from ._summary import BlockSummary, DepthSummary, LeafStats
 
 #: How many offending row indices an error message lists.
 MAX_BAD_ROWS = 5
@@ -156,12 +156,12 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
 # --------------------------------------------------------------------------- histogram passes
 
 
-def _histogram_chunk(x: np.ndarray, location: np.ndarray, tree: BlockTree,
+def _histogram_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary,
                      v: np.ndarray) -> LeafStats:
     x = np.asarray(x, dtype=np.float64)
     valid = np.isfinite(x).all(axis=1)
     xc = np.ascontiguousarray(x - location)
-    return tree.accumulate(xc, v, valid, LeafStats.empty(tree.n_nodes))
+    return tree.accumulate(xc, v, valid, LeafStats.empty(tree.n_leaves))
 
 
 def _stats_merge(*parts: LeafStats) -> LeafStats:
@@ -171,7 +171,7 @@ def _stats_merge(*parts: LeafStats) -> LeafStats:
     return out
 
 
-def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockTree, v: np.ndarray,
+def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary, v: np.ndarray,
                    wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     valid = np.isfinite(x).all(axis=1)
@@ -188,7 +188,7 @@ def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int,
                 extra: Sequence[Sequence[Any]] | None, token: str, verb: str) -> list[Delayed]:
     """One task per (row chunk, direction block), reduced over row chunks per block.
 
-    ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockTree`
+    ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockSummary`
     or a Delayed one built by earlier tasks of the same graph.
     """
     row_parts, _ = row_blocks(x)

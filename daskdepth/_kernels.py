@@ -1,13 +1,11 @@
 """Pure NumPy/Numba kernels. Nothing in this module knows about Dask.
 
-The per-direction summary of the reference projections is a shallow tree.  For
-direction ``j`` a projection is first routed to one of ``k1 + 2`` root bins (an
-equal-width grid plus an underflow and an overflow bin); a root that holds too
-many rows is split at explicit sorted edges into children, found by binary
-search, and so on.  Routing is monotone in ``p`` even in floating point
-(``floor`` of an increasing expression, then counts of edges ``<= p``), so
-every row in a leaf to the left of the leaf of ``q`` is strictly smaller than
-``q`` and every row to the right is strictly larger.  Each leaf keeps the exact count, minimum and maximum of its rows,
+The per-direction summary of the reference projections is a sorted list of
+leaf bounds: leaf ``k`` holds the projections ``p`` with ``bounds[k-1] <= p <
+bounds[k]``.  Routing a value is counting the bounds ``<= p``, which is monotone
+in ``p`` by construction, so every row in a leaf to the left of the leaf of
+``q`` is strictly smaller than ``q`` and every row to the right is strictly
+larger.  Each leaf keeps the exact count, minimum and maximum of its rows,
 which makes atoms (leaves with ``min == max``) exact and bounds the error of
 any other leaf by ``(count - 1) / n``.
 """
@@ -78,21 +76,25 @@ def project(X, V):
 
 
 @_jit
-def route_block(P, valid, root_lo, root_scale, k1, route, edges):
+def route_block(P, valid, g_lo, g_scale, g, bptr, bounds, table, lptr):
     """Leaf of every projection ``P[j, i]`` (``-1`` for invalid rows).
 
-    ``route[node] = (first child or -1, number of edges, first edge)``.  The
-    edge search halves without data-dependent branches (a plain binary search
-    mispredicts on every step), and is written out here once: Numba-level
-    calls per value cost more than the work.
+    Direction ``j`` has sorted interior leaf bounds ``bounds[bptr[j]:bptr[j+1]]``;
+    leaf ``k`` holds ``bounds[k-1] <= p < bounds[k]``, i.e. ``k`` is the number of
+    bounds ``<= p``.  A uniform guide grid of ``g`` cells narrows the search:
+    ``table[j, c]`` is the number of bounds in cells before ``c``, computed with
+    the same arithmetic, so the answer lies in ``[table[j, c], table[j, c + 1]]``
+    whatever the rounding.  The remaining search halves without data-dependent
+    branches, which mispredict on every step otherwise.
     """
-    mb = root_lo.size
+    mb = g_lo.size
     nr = valid.size
     out = np.empty((mb, nr), dtype=np.int64)
     for jj in range(mb):
-        lo_j = root_lo[jj]
-        sc_j = root_scale[jj]
-        base_j = jj * (k1 + 2)
+        lo_j = g_lo[jj]
+        sc_j = g_scale[jj]
+        b0 = bptr[jj]
+        l0 = lptr[jj]
         for i in range(nr):
             if not valid[i]:
                 out[jj, i] = -1
@@ -100,25 +102,41 @@ def route_block(P, valid, root_lo, root_scale, k1, route, edges):
             p = P[jj, i]
             t = (p - lo_j) * sc_j
             if t < 0.0:
-                node = base_j
-            elif t >= k1:
-                node = base_j + k1 + 1
+                c = 0
+            elif t >= g:
+                c = g + 1
             else:
-                node = base_j + 1 + int(t)
-            while route[node, 0] >= 0:
-                s = route[node, 2]
-                base = s
-                n = route[node, 1]
-                while n > 1:
-                    half = n >> 1
-                    if edges[base + half - 1] <= p:
-                        base += half
-                    n -= half
-                if n == 1 and edges[base] <= p:
-                    base += 1
-                node = route[node, 0] + base - s
-            out[jj, i] = node
+                c = 1 + int(t)
+            base = table[jj, c]
+            n = table[jj, c + 1] - base
+            while n > 1:
+                half = n >> 1
+                base += half * (bounds[b0 + base + half - 1] <= p)
+                n -= half
+            if n == 1:
+                base += bounds[b0 + base] <= p
+            out[jj, i] = l0 + base
     return out
+
+
+@_jit
+def guide_table(g_lo, g_scale, g, bptr, bounds):
+    """``table[j, c]``: number of bounds of direction ``j`` in guide cells before ``c``."""
+    mb = g_lo.size
+    table = np.zeros((mb, g + 3), dtype=np.int64)
+    for jj in range(mb):
+        for k in range(bptr[jj], bptr[jj + 1]):
+            t = (bounds[k] - g_lo[jj]) * g_scale[jj]
+            if t < 0.0:
+                c = 0
+            elif t >= g:
+                c = g + 1
+            else:
+                c = 1 + int(t)
+            table[jj, c + 1] += 1
+        for c in range(1, g + 3):
+            table[jj, c] += table[jj, c - 1]
+    return table
 
 
 @_jit
@@ -281,31 +299,6 @@ def plan_edges(nodes, values, weight, cap):
         i = j
     return (split_node[:ns], split_nch[:ns], out_edges[:ne], ch_count[:nc], ch_min[:nc],
             ch_max[:nc])
-
-
-@_jit
-def leaf_cumulative(mb, k1, route, counts):
-    """Number of rows in the leaves before each leaf, in value order, per direction."""
-    total = route.shape[0]
-    cum = np.zeros(total, dtype=np.int64)
-    stack = np.empty(total, dtype=np.int64)
-    for jj in range(mb):
-        top = 0
-        for b in range(k1 + 1, -1, -1):
-            stack[top] = jj * (k1 + 2) + b
-            top += 1
-        running = 0
-        while top > 0:
-            top -= 1
-            node = stack[top]
-            if route[node, 0] < 0:
-                cum[node] = running
-                running += counts[node]
-            else:
-                for k in range(route[node, 1], -1, -1):
-                    stack[top] = route[node, 0] + k
-                    top += 1
-    return cum
 
 
 # --------------------------------------------------------------------------- exact helpers

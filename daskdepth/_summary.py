@@ -1,8 +1,8 @@
 """Mergeable per-direction summaries of reference projections (NumPy only).
 
-A :class:`BlockTree` summarises the projections of the reference rows on a
-block of consecutive directions (see :mod:`daskdepth._kernels` for the tree
-layout).  Leaf statistics from different row chunks merge by sum / min / max,
+A :class:`BlockSummary` summarises the projections of the reference rows on a
+block of consecutive directions as sorted leaf bounds with the exact count,
+minimum and maximum of the rows in each leaf.  Leaf statistics from different row chunks merge by sum / min / max,
 so they can be computed chunk by chunk and reduced in any order with
 bit-identical results.
 """
@@ -14,6 +14,14 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _kernels as K
+
+#: Guide grid cells per direction: four per leaf bound (measured: fewer cells
+#: leave several bounds per cell and the search loop mispredicts), within limits.
+GUIDE_MIN = 256
+GUIDE_MAX = 1 << 18
+#: Reference grid size in which the guide scale is stored independently of ``g``.
+GUIDE_UNIT = 1024
+
 
 @dataclass
 class LeafStats:
@@ -44,40 +52,41 @@ class LeafStats:
 
 
 @dataclass
-class BlockTree:
-    """Split trees for the directions ``j0 .. j1 - 1``.
+class BlockSummary:
+    """Leaf bounds and leaf statistics for the directions ``j0 .. j1 - 1``.
 
-    Node ``jj * (k1 + 2) + b`` is root bin ``b`` of the block's direction
-    ``jj``.  ``route[node] = (first child or -1, number of edges, first edge)``:
-    a split node's children are consecutive nodes separated by sorted
-    ``edges`` (child ``k`` holds ``edges[k - 1] <= p < edges[k]``).
+    Direction ``jj`` (local index) has the sorted interior bounds
+    ``bounds[bptr[jj]:bptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
+    (one more than bounds).  ``g_lo``, ``g_scale`` and ``table`` form the guide
+    grid that speeds up routing (see :func:`daskdepth._kernels.route_block`).
     """
 
     j0: int
     j1: int
-    k1: int
-    root_lo: np.ndarray
-    root_scale: np.ndarray
-    route: np.ndarray
-    edges: np.ndarray
+    g: int
+    g_lo: np.ndarray
+    g_scale: np.ndarray
+    bptr: np.ndarray
+    bounds: np.ndarray
+    table: np.ndarray
     stats: LeafStats | None = None
     packed: np.ndarray | None = field(default=None, repr=False)
 
     @property
-    def n_nodes(self) -> int:
-        return int(self.route.shape[0])
+    def mb(self) -> int:
+        return self.j1 - self.j0
 
     @property
-    def is_leaf(self) -> np.ndarray:
-        return self.route[:, 0] < 0
+    def lptr(self) -> np.ndarray:
+        return self.bptr + np.arange(self.mb + 1)
 
     @property
     def n_leaves(self) -> int:
-        return int(self.is_leaf.sum())
+        return int(self.bounds.size + self.mb)
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.root_lo, self.root_scale, self.route, self.edges]
+        arrays = [self.g_lo, self.g_scale, self.bptr, self.bounds, self.table]
         total = sum(a.nbytes for a in arrays)
         if self.stats is not None:
             total += self.stats.nbytes
@@ -88,17 +97,21 @@ class BlockTree:
     # ---------------------------------------------------------------- construction
 
     @classmethod
-    def roots(cls, j0: int, j1: int, k1: int, root_lo: np.ndarray,
-              root_scale: np.ndarray) -> BlockTree:
-        route = np.zeros(((j1 - j0) * (k1 + 2), 3), dtype=np.int64)
-        route[:, 0] = -1
-        return cls(
-            j0=j0, j1=j1, k1=k1,
-            root_lo=np.ascontiguousarray(root_lo, dtype=np.float64),
-            root_scale=np.ascontiguousarray(root_scale, dtype=np.float64),
-            route=route,
-            edges=np.zeros(0),
-        )
+    def build(cls, j0: int, j1: int, g_lo: np.ndarray, g_scale: np.ndarray,
+              bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
+        """Summary with the given bounds and a guide grid sized to them."""
+        per_dir = int(np.diff(bptr).max(initial=0))
+        g = int(min(GUIDE_MAX, max(GUIDE_MIN, 4 * per_dir)))
+        g_lo = np.ascontiguousarray(g_lo, dtype=np.float64)
+        g_scale = np.ascontiguousarray(g_scale * (g / GUIDE_UNIT), dtype=np.float64)
+        table = K.guide_table(g_lo, g_scale, g, bptr, bounds)
+        return cls(j0, j1, g, g_lo, g_scale, bptr, bounds,
+                   table.astype(np.int32 if bounds.size < 2**31 else np.int64))
+
+    @property
+    def unit_scale(self) -> np.ndarray:
+        """Guide scale for a grid of ``GUIDE_UNIT`` cells (independent of ``g``)."""
+        return self.g_scale * (GUIDE_UNIT / self.g)
 
     # ---------------------------------------------------------------- passes
 
@@ -106,8 +119,8 @@ class BlockTree:
                valid: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """Projections of centred rows ``xc`` on ``v`` and the leaf of each."""
         p = _projections(xc, v)
-        return p, K.route_block(p, valid, self.root_lo, self.root_scale, self.k1, self.route,
-                                self.edges)
+        return p, K.route_block(p, valid, self.g_lo, self.g_scale, self.g, self.bptr,
+                                self.bounds, self.table, self.lptr)
 
     def accumulate(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    stats: LeafStats) -> LeafStats:
@@ -129,65 +142,89 @@ class BlockTree:
         p, leaves = self.leaves(xc, v, valid)
         K.score_leaves(p, leaves, self.packed, n, out)
 
-    def with_stats(self, stats: LeafStats) -> BlockTree:
-        """Attach final leaf statistics and the packed records used for scoring."""
-        cum = K.leaf_cumulative(self.j1 - self.j0, self.k1, self.route, stats.counts)
+    def with_stats(self, stats: LeafStats) -> BlockSummary:
+        """Finish with the leaf statistics packed as ``(cum, count, min, max)`` records."""
+        lptr = self.lptr
+        cs = np.cumsum(stats.counts)
+        start = np.concatenate([[0], cs])[lptr[:-1]]
+        cum = cs - stats.counts - np.repeat(start, np.diff(lptr))
         packed = K.pack_leaves(cum, stats.counts, stats.vmin, stats.vmax)
-        return replace(self, stats=stats, packed=packed)
+        # The packed records hold everything; dropping the separate arrays halves memory.
+        return replace(self, stats=None, packed=packed)
+
+    @property
+    def counts(self) -> np.ndarray:
+        """Rows per leaf of a finished summary."""
+        assert self.packed is not None
+        return self.packed[:, 1].astype(np.int64)
 
     # ---------------------------------------------------------------- refinement
 
     def loose_leaves(self, stats: LeafStats, cap: float) -> np.ndarray:
         """Leaves holding more than ``cap`` rows of distinct values."""
-        return self.is_leaf & (stats.counts > cap) & (stats.vmin < stats.vmax)
+        return (stats.counts > cap) & (stats.vmin < stats.vmax)
 
-    def split(self, nodes: np.ndarray, values: np.ndarray, *, weight: float, cap: float,
+    def split(self, leaves: np.ndarray, values: np.ndarray, *, weight: float, cap: float,
               stats: LeafStats | None = None,
-              presorted: bool = False) -> tuple[BlockTree, LeafStats | None]:
-        """Split the leaves in ``nodes`` at edges chosen from their ``values``.
+              presorted: bool = False) -> tuple[BlockSummary, LeafStats | None]:
+        """Split leaves at bounds chosen from the values that fall in them.
 
-        ``nodes``/``values`` list the (weighted) values that fall in each leaf to
-        split (``presorted``: already ordered by node, then value).  With
-        ``stats`` (exact values, ``weight == 1``) the statistics of the new
-        children are exact and returned merged into a copy of ``stats``.
+        ``leaves``/``values`` list the (weighted) values of each leaf to split
+        (``presorted``: already ordered by leaf, then value).  New bounds are
+        values of the leaf, so they fall strictly inside it and other leaves keep
+        their rows.  With ``stats`` (exact values, ``weight == 1``) the new
+        leaves' statistics are exact and returned with the others'.
         """
         if not presorted:
             # Values first (comparison sort), then a stable radix sort of the ints.
             order = np.argsort(values, kind="stable")
-            order = order[np.argsort(nodes[order], kind="stable")]
-            nodes, values = nodes[order], values[order]
-        sn, nch, new_edges, ch_count, ch_min, ch_max = K.plan_edges(
-            nodes, values, float(weight), float(cap))
-        n_old = self.n_nodes
-        first = n_old + np.concatenate([[0], np.cumsum(nch)[:-1]]).astype(np.int64)
-        estart = self.edges.size + np.concatenate([[0], np.cumsum(nch - 1)[:-1]]).astype(
-            np.int64)
-        new = np.zeros((int(nch.sum()), 3), dtype=np.int64)
-        new[:, 0] = -1
-        route = np.concatenate([self.route, new])
-        route[sn, 0] = first
-        route[sn, 1] = nch - 1
-        route[sn, 2] = estart
-        tree = replace(self, route=route, edges=np.concatenate([self.edges, new_edges]),
-                       stats=None, packed=None)
+            order = order[np.argsort(leaves[order], kind="stable")]
+            leaves, values = leaves[order], values[order]
+        sl, nch, new_bounds, ch_count, ch_min, ch_max = K.plan_edges(
+            leaves, values, float(weight), float(cap))
+        mb = self.mb
+        lptr = self.lptr
+        n_old = int(lptr[-1])
+        leaf_dir = np.repeat(np.arange(mb), np.diff(lptr))
+        bound_dir = np.repeat(np.arange(mb), np.diff(self.bptr))
+        all_bounds = np.concatenate([self.bounds, new_bounds])
+        all_dirs = np.concatenate([bound_dir, np.repeat(leaf_dir[sl], nch - 1)])
+        order = np.lexsort((all_bounds, all_dirs))
+        bounds = all_bounds[order]
+        bptr = np.concatenate([[0], np.cumsum(np.bincount(all_dirs, minlength=mb))])
+        out = BlockSummary.build(self.j0, self.j1, self.g_lo, self.unit_scale, bptr, bounds)
         if stats is None:
-            return tree, None
-        merged = LeafStats(
-            np.concatenate([stats.counts, ch_count]),
-            np.concatenate([stats.vmin, ch_min]),
-            np.concatenate([stats.vmax, ch_max]),
-        )
-        merged.counts[sn] = 0
-        return tree, merged
+            return out, None
+        # Old leaf k moves right by the children added before it in its direction.
+        added = np.zeros(n_old, dtype=np.int64)
+        added[sl] = nch - 1
+        before = np.cumsum(added) - added
+        before -= np.concatenate([[0], np.cumsum(added)])[lptr[:-1]][leaf_dir]
+        new_pos = np.arange(n_old) + before + (out.lptr[:-1] - lptr[:-1])[leaf_dir]
+        total = out.n_leaves
+        counts = np.zeros(total, dtype=np.int64)
+        vmin = np.full(total, np.inf)
+        vmax = np.full(total, -np.inf)
+        keep = np.ones(n_old, dtype=bool)
+        keep[sl] = False
+        counts[new_pos[keep]] = stats.counts[keep]
+        vmin[new_pos[keep]] = stats.vmin[keep]
+        vmax[new_pos[keep]] = stats.vmax[keep]
+        child_pos = (np.repeat(new_pos[sl], nch)
+                     + np.arange(int(nch.sum())) - np.repeat(np.cumsum(nch) - nch, nch))
+        counts[child_pos] = ch_count
+        vmin[child_pos] = ch_min
+        vmax[child_pos] = ch_max
+        return out, LeafStats(counts, vmin, vmax)
 
     def error_bound(self, n: int) -> float:
         """Certified bound on |estimated - exact| depth over this block."""
-        assert self.stats is not None
-        s = self.stats
-        loose = self.is_leaf & (s.counts >= 2) & (s.vmin < s.vmax)
+        assert self.packed is not None
+        counts, vmin, vmax = self.packed[:, 1], self.packed[:, 2], self.packed[:, 3]
+        loose = (counts >= 2) & (vmin < vmax)
         if not loose.any():
             return 0.0
-        return float((s.counts[loose].max() - 1) / n)
+        return float((counts[loose].max() - 1) / n)
 
 
 def _projections(xc: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -202,7 +239,7 @@ class DepthSummary:
 
     location: np.ndarray
     directions: np.ndarray
-    blocks: list[BlockTree]
+    blocks: list[BlockSummary]
     n: int
 
     @property

@@ -1,0 +1,190 @@
+"""Depth of a Dataset variable as a Dataset: :func:`score_dataset`."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ._estimators import AIIRW, IRW
+from ._validation import check_params
+
+#: Human-readable names of the depth notions, for attributes.
+LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth"}
+
+
+def _as_2d(data: Any, variable: str, sample_dim: str | None) -> Any:
+    import xarray as xr
+
+    if not isinstance(data, xr.DataArray):
+        raise TypeError(f"expected an xarray.DataArray for {variable!r}, got "
+                        f"{type(data).__name__}")
+    if data.ndim != 2:
+        raise ValueError(f"variable {variable!r} has dimensions {data.dims}; depth needs two "
+                         "(sample, feature)")
+    if sample_dim is not None:
+        if sample_dim not in data.dims:
+            raise ValueError(f"variable {variable!r} has no dimension {sample_dim!r} (it has "
+                             f"{data.dims})")
+        if data.dims[0] != sample_dim:
+            data = data.transpose(sample_dim, ...)
+    return data
+
+
+def model_attrs(model: Any) -> dict[str, Any]:
+    """Attributes describing how a fitted model computes depth (netCDF-compatible)."""
+    kind = getattr(model, "_depth_kind", "ai-irw")
+    attrs: dict[str, Any] = {
+        "long_name": LONG_NAMES.get(kind, kind),
+        "method": kind,
+        "n_directions": int(model.n_directions_),
+        "tol": float(model.tol),
+        "error_bound": float(model.error_bound_),
+        "n_samples_fit": int(model.n_samples_fit_),
+        "n_features": int(model.n_features_in_),
+        "nan_policy": str(model.nan_policy),
+        "valid_range": [0.0, 0.5],
+    }
+    cov = getattr(model, "covariance", None)
+    if kind == "ai-irw":
+        attrs["covariance"] = cov if isinstance(cov, str) else "precomputed"
+    seed = getattr(model, "random_state", None)
+    if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
+        attrs["seed"] = int(seed)
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        attrs["feature_names"] = [str(n) for n in names]
+    return attrs
+
+
+def offset_for(model: Any, contamination: float) -> float:
+    """Depth threshold flagging the ``contamination`` share of the training rows.
+
+    Equal to ``model.offset_`` when ``contamination`` is the model's own;
+    otherwise the same quantile of the training depths the model kept.
+    """
+    check_params(n_directions=None, tol=0.0, nan_policy="raise", contamination=contamination)
+    if contamination == getattr(model, "contamination", None):
+        return float(model.offset_)
+    sample = getattr(model, "_sample_depth", None)
+    if sample is None:  # pragma: no cover - every fitted model has it
+        raise ValueError("this model does not keep its training depths; refit it with "
+                         f"contamination={contamination}")
+    return float(np.nanpercentile(sample, 100 * contamination))
+
+
+def depth_dataset(model: Any, data: Any, *, contamination: float | None = None,
+                  name: str = "depth", attrs: dict[str, Any] | None = None) -> Any:
+    """Score the rows of a 2-D DataArray with a fitted model, as a Dataset.
+
+    The Dataset has the variable ``name`` over the sample dimension (the first
+    one) with the coordinates of that dimension, plus a boolean ``outlier``
+    (depth below the model's offset for ``contamination``) when
+    ``contamination`` is given.  Lazy input gives lazy variables.
+    """
+    import xarray as xr
+
+    depth = model.score_samples(data)
+    depth.attrs = model_attrs(model)
+    variables = {name: depth.rename(name)}
+    if contamination is not None:
+        offset = offset_for(model, contamination)
+        flags = (depth < offset).rename("outlier")
+        flags.attrs = {
+            "long_name": "outlier flag",
+            "description": f"{name} < offset: the least deep rows, about a share of "
+                           f"contamination of the training rows",
+            "contamination": float(contamination),
+            "offset": offset,
+        }
+        variables["outlier"] = flags
+    return xr.Dataset(variables, attrs=dict(attrs or {}))
+
+
+def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str = "ai-irw",
+                  n_directions: int | None = None, covariance: object = "sample",
+                  tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
+                  contamination: float | None = None, sample_dim: str | None = None,
+                  model: Any = None, name: str = "depth", merge: bool = False) -> Any:
+    """Depth of the rows of a Dataset variable, as a Dataset with its coordinates and attrs.
+
+    Parameters
+    ----------
+    ds : xarray.Dataset
+        Holds ``variable``, a 2-D (sample, feature) array; NumPy- or dask-backed.
+    variable : str
+        Name of the variable to score.
+    reference : xarray.Dataset or DataArray, optional
+        Reference sample defining the depth: a Dataset's ``variable`` or a
+        DataArray.  ``None`` scores ``ds[variable]`` against itself.  Ignored
+        when ``model`` is given.
+    depth : {'ai-irw', 'irw'}, default='ai-irw'
+    n_directions, covariance, tol, random_state, nan_policy
+        As for :class:`daskdepth.AIIRW` (``covariance`` is ignored for IRW).
+    contamination : float in (0, 0.5], optional
+        When given, a boolean ``outlier`` variable flags rows whose depth is
+        below that quantile of the reference depths.
+    sample_dim : str, optional
+        The sample dimension of ``variable`` when it is not the first.
+    model : fitted AIIRW or IRW, optional
+        Score with this model instead of fitting one.
+    name : str, default='depth'
+        Name of the depth variable.
+    merge : bool, default=False
+        Return ``ds`` with the new variables added instead of a new Dataset.
+
+    Returns
+    -------
+    xarray.Dataset
+        ``name`` (and ``outlier``) over the sample dimension, with the
+        coordinates of ``ds`` along it and ``ds.attrs``; the depth variable's
+        attributes record the method, ``n_directions``, ``tol``, the certified
+        ``error_bound``, the seed (when ``random_state`` is an int) and the
+        feature names.  Dask-backed input gives lazy variables.
+
+    Examples
+    --------
+    >>> import numpy as np, xarray as xr, daskdepth
+    >>> rng = np.random.default_rng(0)
+    >>> ds = xr.Dataset(
+    ...     {"X": (("time", "feature"), rng.normal(size=(500, 3)))},
+    ...     coords={"time": np.arange(500), "feature": ["a", "b", "c"]},
+    ...     attrs={"site": "north"})
+    >>> out = daskdepth.score_dataset(ds, "X", random_state=0, contamination=0.05)
+    >>> sorted(out.data_vars), out.depth.dims, out.attrs["site"]
+    (['depth', 'outlier'], ('time',), 'north')
+    >>> int(out.outlier.sum()) in range(20, 31)
+    True
+    >>> out.depth.attrs["feature_names"]
+    ['a', 'b', 'c']
+    """
+    import xarray as xr
+
+    if not isinstance(ds, xr.Dataset):
+        raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}; for a "
+                        "DataArray use daskdepth.score")
+    if variable not in ds.data_vars:
+        raise KeyError(f"the Dataset has no variable {variable!r} (variables: "
+                       f"{', '.join(map(repr, ds.data_vars)) or 'none'})")
+    data = _as_2d(ds[variable], variable, sample_dim)
+    if model is None:
+        check_params(n_directions=n_directions, tol=tol, nan_policy=nan_policy, depth=depth,
+                     contamination=0.1 if contamination is None else contamination)
+        kwargs: dict[str, Any] = dict(n_directions=n_directions, tol=tol,
+                                      random_state=random_state, nan_policy=nan_policy)
+        if contamination is not None:
+            kwargs["contamination"] = contamination
+        model = (AIIRW(covariance=covariance, **kwargs) if depth == "ai-irw"
+                 else IRW(**kwargs))
+        if reference is None:
+            ref = data
+        elif isinstance(reference, xr.Dataset):
+            ref = _as_2d(reference[variable], variable, sample_dim)
+        else:
+            ref = _as_2d(reference, variable, sample_dim)
+        model.fit(ref)
+    out = depth_dataset(model, data, contamination=contamination, name=name, attrs=ds.attrs)
+    out[name].attrs["source_variable"] = str(variable)
+    if merge:
+        return ds.assign({k: out[k] for k in out.data_vars})
+    return out
