@@ -48,6 +48,7 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
         self.n_passes_ = fitted.info.passes
         self.summary_ = fitted.summary
         self._sample_depth = fitted.sample_depth
+        self._fit_token = fitted.token
         return data
 
     def fit(self, X: Any, y: Any = None) -> _DepthDetector:
@@ -81,7 +82,8 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
         return data
 
     def _score(self, data: Input) -> da.Array:
-        token = tokenize(data.array.name, id(self.summary_), self.nan_policy)
+        token = tokenize(data.array.name, getattr(self, "_fit_token", id(self.summary_)),
+                         self.nan_policy)
         return score_array(data.array, self.summary_, raise_nan=self.nan_policy == "raise",
                            token=token)
 
@@ -230,7 +232,8 @@ class AIIRW(_DepthDetector):
     a few chunked passes and scored with one ``map_blocks``.
 """
         + _PARAMS_DOC.format(
-            cov="""    covariance : 'sample' or array of shape (n_features, n_features), default='sample'
+            cov="""    covariance : 'sample' or array of shape (n_features, n_features), \
+default='sample'
         Covariance estimate that defines the whitening.  A singular covariance is
         handled in its principal subspace (with a warning).
 """,

@@ -11,7 +11,14 @@ import numpy as np
 from dask.base import tokenize
 from dask.delayed import delayed
 
-from ._graph import broadcast, collect_graph, histogram_graph, moments_pass, phase
+from ._graph import (
+    broadcast,
+    collect_graph,
+    histogram_graph,
+    moments_pass,
+    phase,
+    score_array,
+)
 from ._kernels import FUSED_MAX_D, project
 from ._summary import GUIDE_UNIT, BlockSummary, DepthSummary, LeafStats
 
@@ -182,6 +189,7 @@ class FittedDepth:
     n: int
     sample_depth: np.ndarray
     info: FitInfo
+    token: str
 
 
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: object,
@@ -218,8 +226,12 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token)
-    sample_depth = summary.depth(mom.sample)
-    return FittedDepth(location, cov, w, rank, directions, summary, mom.n, sample_depth, info)
+    rows = max(1024, -(-mom.sample.shape[0] // 8))
+    sample = da.from_array(mom.sample, chunks=(rows, d), name=f"daskdepth-offset-{token}")
+    with phase("offset"):
+        sample_depth = score_array(sample, summary, raise_nan=False, token=token).compute()
+    return FittedDepth(location, cov, w, rank, directions, summary, mom.n, sample_depth, info,
+                       token)
 
 
 class RankWarning(UserWarning):
