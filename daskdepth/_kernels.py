@@ -79,7 +79,8 @@ def project(X, V):
 def route_block(P, valid, g_lo, g_scale, g, bptr, bounds, table, lptr):
     """Leaf of every projection ``P[j, i]`` (``-1`` for invalid rows).
 
-    Direction ``j`` has sorted interior leaf bounds ``bounds[bptr[j]:bptr[j+1]]``;
+    Direction ``j`` has sorted interior leaf bounds ``bounds[bptr[j]:bptr[j+1]]``
+    (``bounds`` ends with one extra ``+inf`` sentinel);
     leaf ``k`` holds ``bounds[k-1] <= p < bounds[k]``, i.e. ``k`` is the number of
     bounds ``<= p``.  A uniform guide grid of ``g`` cells narrows the search:
     ``table[j, c]`` is the number of bounds in cells before ``c``, computed with
@@ -100,21 +101,15 @@ def route_block(P, valid, g_lo, g_scale, g, bptr, bounds, table, lptr):
                 out[jj, i] = -1
                 continue
             p = P[jj, i]
-            t = (p - lo_j) * sc_j
-            if t < 0.0:
-                c = 0
-            elif t >= g:
-                c = g + 1
-            else:
-                c = 1 + int(t)
+            c = 1 + int(np.floor(min(max((p - lo_j) * sc_j, -1.0), g + 0.5)))
             base = table[jj, c]
             n = table[jj, c + 1] - base
-            while n > 1:
+            while n > 1:  # rare with four cells per bound
                 half = n >> 1
                 base += half * (bounds[b0 + base + half - 1] <= p)
                 n -= half
-            if n == 1:
-                base += bounds[b0 + base] <= p
+            # The trailing sentinel makes this read safe when the cell is empty.
+            base += (n > 0) & (bounds[b0 + base] <= p)
             out[jj, i] = l0 + base
     return out
 
@@ -126,13 +121,7 @@ def guide_table(g_lo, g_scale, g, bptr, bounds):
     table = np.zeros((mb, g + 3), dtype=np.int64)
     for jj in range(mb):
         for k in range(bptr[jj], bptr[jj + 1]):
-            t = (bounds[k] - g_lo[jj]) * g_scale[jj]
-            if t < 0.0:
-                c = 0
-            elif t >= g:
-                c = g + 1
-            else:
-                c = 1 + int(t)
+            c = 1 + int(np.floor(min(max((bounds[k] - g_lo[jj]) * g_scale[jj], -1.0), g + 0.5)))
             table[jj, c + 1] += 1
         for c in range(1, g + 3):
             table[jj, c] += table[jj, c - 1]

@@ -2,9 +2,9 @@
 
 A :class:`BlockSummary` summarises the projections of the reference rows on a
 block of consecutive directions as sorted leaf bounds with the exact count,
-minimum and maximum of the rows in each leaf.  Leaf statistics from different row chunks merge by sum / min / max,
-so they can be computed chunk by chunk and reduced in any order with
-bit-identical results.
+minimum and maximum of the rows in each leaf.  Leaf statistics from different
+row chunks merge by sum / min / max, so they can be computed chunk by chunk and
+reduced in any order with bit-identical results.
 """
 
 from __future__ import annotations
@@ -71,6 +71,12 @@ class BlockSummary:
     table: np.ndarray
     stats: LeafStats | None = None
     packed: np.ndarray | None = field(default=None, repr=False)
+    padded: np.ndarray | None = field(default=None, repr=False)
+
+    def __post_init__(self) -> None:
+        if self.padded is None:
+            # Bounds with a trailing +inf sentinel, as the routing kernel reads them.
+            self.padded = np.append(self.bounds, np.inf)
 
     @property
     def mb(self) -> int:
@@ -86,7 +92,7 @@ class BlockSummary:
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.g_lo, self.g_scale, self.bptr, self.bounds, self.table]
+        arrays = [self.g_lo, self.g_scale, self.bptr, self.padded, self.table]
         total = sum(a.nbytes for a in arrays)
         if self.stats is not None:
             total += self.stats.nbytes
@@ -120,7 +126,7 @@ class BlockSummary:
         """Projections of centred rows ``xc`` on ``v`` and the leaf of each."""
         p = _projections(xc, v)
         return p, K.route_block(p, valid, self.g_lo, self.g_scale, self.g, self.bptr,
-                                self.bounds, self.table, self.lptr)
+                                self.padded, self.table, self.lptr)
 
     def accumulate(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    stats: LeafStats) -> LeafStats:
