@@ -348,8 +348,8 @@ def check_output(out: str | os.PathLike[str], *, inputs: Sequence[str | os.PathL
                               "result elsewhere")
     if target.exists() or target.is_symlink():
         if not overwrite:
-            raise OutputError(f"output {text!r} already exists; pass --overwrite (overwrite="
-                              "True) to replace it")
+            raise OutputError(f"output {text!r} already exists; pass --overwrite (or "
+                              "overwrite=True) to replace it")
         if not (is_zarr_store(target) or (target.is_dir() and not any(target.iterdir()))):
             raise OutputError(f"refusing to overwrite {text!r}: it is not a Zarr store")
     if not target.parent.is_dir():
@@ -482,7 +482,7 @@ class SafeOutput:
         if target.exists() or target.is_symlink():
             if not self.overwrite:
                 raise OutputError(f"output {str(target)!r} appeared while the job ran; "
-                                  "pass --overwrite (overwrite=True) to replace it")
+                                  "pass --overwrite (or overwrite=True) to replace it")
             old = target.parent / (
                 f"{target.name}{OLD_MARK}{os.getpid()}-{uuid.uuid4().hex[:12]}")
             os.replace(target, old)

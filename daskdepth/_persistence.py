@@ -487,10 +487,10 @@ def _open_group(path: str | os.PathLike[str],
         with quiet_zarr():
             node = zarr.open(store, mode="r", storage_options=storage_options if is_url(text)
                              else None)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no model at {text!r}: the path does not exist") from None
-    except Exception as exc:
-        raise ModelFormatError(f"{text!r} is not a Zarr store ({exc})") from None
+    except Exception as exc:  # zarr raises several kinds, some of them FileNotFoundError
+        if is_url(text) and isinstance(exc, FileNotFoundError):
+            raise FileNotFoundError(f"no model at {text!r}: the path does not exist") from None
+        raise ModelFormatError(f"{text!r} is not a daskdepth model (not a Zarr store)") from None
     return node, text
 
 
