@@ -45,12 +45,19 @@ def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarr
     ``n``, ``mean`` and ``scatter`` are the one-pass moments of the finite rows
     of ``x`` (a dask array with one column chunk); estimators that need more
     passes over the rows (robust ones) use ``x`` and ``seed`` (drawn on the
-    client from ``random_state``).
+    client from ``random_state``).  ``'mcd'``, ``'ledoit-wolf'`` and ``'oas'``
+    (and :class:`daskdepth._robust.MCDSpec`) are computed by
+    :mod:`daskdepth._robust`.
     """
+    from ._robust import MCDSpec, robust_covariance  # imports this module
+
     if isinstance(spec, str):
         if spec == "sample":
             return mean, sample_covariance(n, scatter)
-        raise ValueError(f"covariance must be 'sample' or a (d, d) array, got {spec!r}")
+        # 'mcd', 'ledoit-wolf', 'oas'; any other string raises a ValueError
+        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token)
+    if isinstance(spec, MCDSpec):  # covariance='mcd' with a support_fraction
+        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token)
     cov = np.asarray(spec, dtype=np.float64)
     if cov.shape != (d, d):
         raise ValueError(f"a precomputed covariance must have shape ({d}, {d}) to match the "

@@ -193,7 +193,8 @@ _PARAMS_DOC = """
     Attributes
     ----------
     location_ : ndarray of shape (n_features,)
-        Mean of the reference rows (projections are centred on it).
+        Mean of the reference rows, or their robust location for
+        ``covariance='mcd'`` (projections are centred on it).
     covariance_ : ndarray of shape (n_features, n_features)
         Covariance estimate{cov_attr}.
     directions_ : ndarray of shape (n_directions, n_features)
@@ -232,10 +233,17 @@ class AIIRW(_DepthDetector):
     a few chunked passes and scored with one ``map_blocks``.
 """
         + _PARAMS_DOC.format(
-            cov="""    covariance : 'sample' or array of shape (n_features, n_features), \
-default='sample'
-        Covariance estimate that defines the whitening.  A singular covariance is
-        handled in its principal subspace (with a warning).
+            cov="""    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
+(n_features, n_features), default='sample'
+        Covariance estimate that defines the whitening.  'mcd' is the reweighted
+        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
+        ``MinCovDet``; its robust location also becomes ``location_``), computed
+        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
+        and 'oas' are shrinkage estimates.  A singular covariance is handled in
+        its principal subspace (with a warning).
+    support_fraction : float in (0, 1] or None, default=None
+        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
+        means ``(n + d + 1) / 2n``, as scikit-learn.
 """,
             cov_attr=" that defines the whitening",
         )
@@ -258,16 +266,19 @@ default='sample'
 
     def __init__(self, n_directions: int | None = None, covariance: object = "sample",
                  tol: float = 1e-4, contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise") -> None:
+                 nan_policy: str = "raise", support_fraction: float | None = None) -> None:
         self.n_directions = n_directions
         self.covariance = covariance
         self.tol = tol
         self.contamination = contamination
         self.random_state = random_state
         self.nan_policy = nan_policy
+        self.support_fraction = support_fraction
 
     def _covariance_spec(self) -> object:
-        return self.covariance
+        from ._robust import check_support_fraction, covariance_spec
+
+        return covariance_spec(self.covariance, check_support_fraction(self.support_fraction))
 
 
 class IRW(_DepthDetector):

@@ -324,17 +324,16 @@ def refine_edges(bracket: tuple[float, float], k: int = 128) -> np.ndarray:
 def _cov_batch(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     loc = xs.mean(axis=1)
     xc = xs - loc[:, None, :]
-    return loc, np.einsum("kij,kil->kjl", xc, xc) / xs.shape[1]
+    return loc, np.matmul(np.swapaxes(xc, 1, 2), xc) / xs.shape[1]
 
 
 def _cstep_batch(x: np.ndarray, h: int, locs: np.ndarray, covs: np.ndarray, steps: int
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``steps`` C-steps for each of K candidates (locs (K, p), covs (K, p, p))."""
     m, p = x.shape
-    logdet = np.full(locs.shape[0], np.inf)
+    w, logdet = whiten_batch(covs)
     per = max(1, (1 << 22) // max(1, m * p))
     for _ in range(steps):
-        w, _ = whiten_batch(covs)
         new_locs = np.empty_like(locs)
         new_covs = np.empty_like(covs)
         for k0 in range(0, locs.shape[0], per):
@@ -344,7 +343,7 @@ def _cstep_batch(x: np.ndarray, h: int, locs: np.ndarray, covs: np.ndarray, step
             idx = np.argpartition(d2, h - 1, axis=1)[:, :h]
             new_locs[k0:k1], new_covs[k0:k1] = _cov_batch(x[idx])
         locs, covs = new_locs, new_covs
-        _, logdet = whiten_batch(covs)
+        w, logdet = whiten_batch(covs)
     return locs, covs, logdet
 
 

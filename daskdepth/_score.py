@@ -10,7 +10,8 @@ from ._validation import check_params
 
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
           n_directions: int | None = None, covariance: object = "sample", tol: float = 1e-4,
-          random_state: Any = None, nan_policy: str = "raise") -> Any:
+          random_state: Any = None, nan_policy: str = "raise",
+          support_fraction: float | None = None) -> Any:
     """Depth of each row of ``X`` with respect to ``reference`` (default: ``X`` itself).
 
     Parameters
@@ -20,8 +21,9 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     reference : same kinds as ``X``, optional
         Reference sample defining the depth; ``None`` scores ``X`` against itself.
     depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy
-        As for :class:`daskdepth.AIIRW` (``covariance`` is ignored for IRW).
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction
+        As for :class:`daskdepth.AIIRW` (``covariance`` and ``support_fraction``
+        are ignored for IRW).
 
     Returns
     -------
@@ -41,7 +43,8 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     check_params(n_directions=n_directions, tol=tol, nan_policy=nan_policy, depth=depth)
     if depth == "ai-irw":
         model: AIIRW | IRW = AIIRW(n_directions=n_directions, covariance=covariance, tol=tol,
-                                   random_state=random_state, nan_policy=nan_policy)
+                                   random_state=random_state, nan_policy=nan_policy,
+                                   support_fraction=support_fraction)
     else:
         model = IRW(n_directions=n_directions, tol=tol, random_state=random_state,
                     nan_policy=nan_policy)
