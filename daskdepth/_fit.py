@@ -22,7 +22,9 @@ from ._graph import (
 from ._kernels import FUSED_MAX_D, project
 from ._summary import GUIDE_UNIT, BlockSummary, DepthSummary, LeafStats
 
-#: Directions per block: one histogram task covers one row chunk and one block.
+#: Most directions per block: one histogram task covers one row chunk and one
+#: block.  ``fit_depth`` uses fewer when the workers' memory limit asks for it
+#: (:func:`daskdepth._memory.directions_per_block`); results do not depend on it.
 DIRECTIONS_PER_BLOCK = 32
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
@@ -110,11 +112,16 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
             trees = list(dask.compute(*pilots))
         return _finish(location, directions, trees, n, tol), FitInfo(0, True)
 
+    # The pilot trees are computed first: histogram tasks that waited for them
+    # would let the workers load row chunks faster than they are consumed, and
+    # hold all of them (memory growing with n) until the trees were ready.
+    with phase("pilot"):
+        trees = list(dask.compute(*pilots))
     outs = histogram_graph(x, location, directions,
-                           [(j0, j1, t) for (j0, j1), t in zip(bounds, pilots, strict=True)],
+                           [(j0, j1, t) for (j0, j1), t in zip(bounds, trees, strict=True)],
                            token=token)
     with phase("histogram"):
-        trees, stats = dask.compute(pilots, outs)
+        stats = list(dask.compute(*outs))
     cap = leaf_cap(n, tol)
     loose = [t.loose_leaves(st, cap) for t, st in zip(trees, stats, strict=True)]
     todo = [b for b, mask in enumerate(loose) if mask.any()]
@@ -197,6 +204,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     """Fit location, covariance, directions and summaries on the rows of ``x``."""
     from ._covariance import resolve_covariance, whitening
     from ._directions import draw_directions
+    from ._memory import directions_per_block
     from ._validation import nan_message
 
     n_total, d = x.shape
@@ -225,7 +233,10 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
             )
     m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
-    summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token)
+    # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
+    block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
+    summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
+                                  block_size=min(block, DIRECTIONS_PER_BLOCK))
     rows = max(1024, -(-mom.sample.shape[0] // 8))
     sample = da.from_array(mom.sample, chunks=(rows, d), name=f"daskdepth-offset-{token}")
     with phase("offset"):

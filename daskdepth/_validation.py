@@ -15,7 +15,8 @@ import numpy as np
 from ._graph import MAX_BAD_ROWS
 
 NAN_POLICIES = ("raise", "omit")
-#: Target size of the row chunks made from in-memory input.
+#: Largest row chunk made from in-memory input (smaller when the workers' memory
+#: limit asks for it, see :func:`_default_row_chunk`).
 CHUNK_BYTES = 32 * 2**20
 
 
@@ -75,8 +76,16 @@ def _check_dtype(dtype: np.dtype, what: str) -> None:
 
 
 def _default_row_chunk(n: int, d: int) -> int:
+    """Rows per chunk of in-memory input.
+
+    A quarter of the rows per core, at most ``CHUNK_BYTES`` of input, and at
+    most what one task may hold given the memory limit of the workers
+    (:func:`daskdepth._memory.rows_per_chunk`).
+    """
+    from ._memory import rows_per_chunk
+
     cores = os.cpu_count() or 1
-    by_bytes = max(1, CHUNK_BYTES // (8 * max(d, 1)))
+    by_bytes = max(1, min(CHUNK_BYTES // (8 * max(d, 1)), rows_per_chunk(max(d, 1))))
     by_cores = max(1024, math.ceil(n / (4 * cores)))
     return max(1, min(n, by_bytes, by_cores))
 

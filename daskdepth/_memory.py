@@ -1,0 +1,131 @@
+"""Default chunk sizes derived from the memory of the workers that run the tasks.
+
+A histogram, refinement or scoring task holds a row chunk of ``R`` rows and
+``d`` features and, for one block of ``B`` directions at a time, the
+projections (float64) and leaf indices (int64) of its rows:
+
+    working set ~= R * (16 d + 16 B + 16) bytes
+
+(the chunk, its centred copy, the projections, the leaf indices and the
+output).  Each task may use :data:`TASK_SHARE` of the memory of one worker
+thread, so that the tasks running at once, the chunks waiting for them and the
+broadcast summary stay well below the ``distributed.worker.memory`` spill
+threshold (70 % of the limit by default).  Rows per chunk (for in-memory
+input) and directions per block (for every fit) follow from that budget.
+
+Neither choice changes results: summaries are built direction by direction
+and their leaf statistics merge exactly, so the depth does not depend on how
+rows are chunked or directions are blocked.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+#: Share of one worker thread's memory that the working set of one task may use.
+TASK_SHARE = 1 / 8
+#: Most directions per block (the block size of small, memory-rich tasks).
+MAX_DIRECTIONS_PER_BLOCK = 32
+#: Bytes of a task's working set per row, per feature and per direction (see above).
+BYTES_PER_ROW_FEATURE = 16
+BYTES_PER_ROW_DIRECTION = 16
+BYTES_PER_ROW = 16
+
+
+@dataclass(frozen=True)
+class WorkerMemory:
+    """Memory limit (bytes) and thread count of the smallest worker per thread."""
+
+    limit: int
+    nthreads: int
+
+    @property
+    def per_thread(self) -> int:
+        return max(1, self.limit // max(1, self.nthreads))
+
+    @property
+    def task_budget(self) -> int:
+        """Bytes the working set of one task may use."""
+        return max(1, int(self.per_thread * TASK_SHARE))
+
+
+def _local_memory() -> WorkerMemory:
+    """The machine's memory (cgroup-aware) shared by the local threaded scheduler."""
+    try:
+        from distributed.system import MEMORY_LIMIT
+
+        limit = int(MEMORY_LIMIT)
+    except ImportError:  # pragma: no cover - distributed is a dependency
+        limit = 4 * 2**30
+    return WorkerMemory(limit, os.cpu_count() or 1)
+
+
+def worker_memory() -> WorkerMemory:
+    """Memory per thread of the workers that will run daskdepth's tasks.
+
+    With a distributed client: the worker with the least memory per thread
+    (a worker without a memory limit counts as having the machine's memory);
+    otherwise, or while no worker is connected, the local machine.
+
+    Examples
+    --------
+    >>> mem = worker_memory()
+    >>> mem.task_budget > 0 and mem.nthreads >= 1
+    True
+    """
+    from ._graph import active_client
+
+    local = _local_memory()
+    client = active_client()
+    if client is None:
+        return local
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    except Exception:  # pragma: no cover - e.g. an older client signature
+        try:
+            workers = client.scheduler_info()["workers"].values()
+        except Exception:
+            return local
+    best: WorkerMemory | None = None
+    for w in workers:
+        limit = int(w.get("memory_limit") or 0) or local.limit
+        cand = WorkerMemory(limit, max(1, int(w.get("nthreads") or 1)))
+        if best is None or cand.per_thread < best.per_thread:
+            best = cand
+    return best if best is not None else local
+
+
+def rows_per_chunk(d: int, memory: WorkerMemory | None = None,
+                   block: int = MAX_DIRECTIONS_PER_BLOCK) -> int:
+    """Most rows of ``d`` features whose task working set fits the task budget.
+
+    Examples
+    --------
+    >>> rows_per_chunk(5, WorkerMemory(2**30, 1))
+    220752
+    """
+    mem = memory or worker_memory()
+    per_row = BYTES_PER_ROW_FEATURE * d + BYTES_PER_ROW_DIRECTION * block + BYTES_PER_ROW
+    return max(1, mem.task_budget // per_row)
+
+
+def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) -> int:
+    """Directions per block for tasks over row chunks of at most ``rows`` rows.
+
+    The largest block (at most :data:`MAX_DIRECTIONS_PER_BLOCK`, at least 1)
+    whose task working set fits the task budget.
+
+    Examples
+    --------
+    >>> directions_per_block(5, 100_000, WorkerMemory(2**30, 1))
+    32
+    >>> directions_per_block(5, 400_000, WorkerMemory(2**30, 1))
+    14
+    >>> directions_per_block(5, 400_000, WorkerMemory(2**30, 4))
+    1
+    """
+    mem = memory or worker_memory()
+    rows = max(1, int(rows))
+    free = mem.task_budget // rows - BYTES_PER_ROW_FEATURE * d - BYTES_PER_ROW
+    return int(min(MAX_DIRECTIONS_PER_BLOCK, max(1, free // BYTES_PER_ROW_DIRECTION)))
