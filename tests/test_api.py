@@ -1,0 +1,321 @@
+"""Public API: container types in and out, outlier labels, score(), pipelines, NaN policy."""
+
+from __future__ import annotations
+
+import warnings
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+from conftest import chunked, gaussian_data
+from oracle import exact_depth_of_model
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import daskdepth
+
+MODELS = [daskdepth.AIIRW, daskdepth.IRW]
+
+
+def _model(cls, **kw):
+    kw.setdefault("n_directions", 20)
+    kw.setdefault("random_state", 0)
+    kw.setdefault("tol", 1e-3)
+    return cls(**kw)
+
+
+# --------------------------------------------------------------------------- containers
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_numpy_in_numpy_out(cls, gaussian):
+    model = _model(cls).fit(gaussian)
+    for method in ("score_samples", "decision_function", "predict"):
+        out = getattr(model, method)(gaussian[:100])
+        assert type(out) is np.ndarray, method
+        assert out.shape == (100,)
+    assert model.predict(gaussian[:5]).dtype == np.int64
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_dask_in_lazy_dask_out_same_row_chunks(cls, gaussian):
+    x = chunked(gaussian, (100, 400, 1000))
+    model = _model(cls).fit(x)
+    ref = model.score_samples(gaussian)
+    for method in ("score_samples", "decision_function", "predict"):
+        out = getattr(model, method)(x)
+        assert isinstance(out, da.Array), method
+        assert out.chunks[0] == x.chunks[0]
+        assert out.ndim == 1
+    with dask.config.set(scheduler="sync"):
+        lazy = model.score_samples(x)
+    np.testing.assert_array_equal(lazy.compute(), ref)
+
+
+def test_dask_output_is_lazy(gaussian):
+    model = _model(daskdepth.AIIRW).fit(gaussian)
+    calls = []
+
+    def spy(block):
+        calls.append(block.shape)
+        return block
+
+    x = chunked(gaussian, 500).map_blocks(spy, dtype=float)
+    out = model.score_samples(x)
+    assert calls == [] or all(c[0] == 0 for c in calls)  # meta inference only
+    out.compute()
+    assert sum(c[0] for c in calls) == gaussian.shape[0]
+
+
+def _dataarray(x: np.ndarray) -> xr.DataArray:
+    n, d = x.shape
+    return xr.DataArray(
+        x, dims=("time", "band"),
+        coords={"time": np.arange(n) * 10, "band": [f"b{i}" for i in range(d)],
+                "station": ("time", np.arange(n) % 7), "flag": 3},
+        name="reflectance",
+    )
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_dataarray_in_dataarray_out(cls, gaussian):
+    xa = _dataarray(gaussian)
+    model = _model(cls).fit(xa)
+    assert list(model.feature_names_in_) == ["b0", "b1", "b2"]
+    out = model.score_samples(xa)
+    assert isinstance(out, xr.DataArray)
+    assert out.dims == ("time",)
+    np.testing.assert_array_equal(out["time"].values, xa["time"].values)
+    np.testing.assert_array_equal(out["station"].values, xa["station"].values)
+    assert "band" not in out.coords
+    assert isinstance(out.data, np.ndarray)
+    np.testing.assert_array_equal(out.values, model.score_samples(gaussian))
+    labels = model.predict(xa)
+    assert isinstance(labels, xr.DataArray) and set(np.unique(labels.values)) <= {-1, 1}
+
+
+def test_chunked_dataarray_stays_lazy(gaussian):
+    xa = _dataarray(gaussian).chunk({"time": 300})
+    model = _model(daskdepth.AIIRW).fit(xa)
+    out = model.score_samples(xa)
+    assert isinstance(out, xr.DataArray) and isinstance(out.data, da.Array)
+    assert out.chunks[0] == xa.chunks[0]
+    np.testing.assert_array_equal(out.compute().values, model.score_samples(gaussian))
+    np.testing.assert_array_equal(out["time"].values, xa["time"].values)
+
+
+# --------------------------------------------------------------------------- outliers
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_decision_function_is_score_minus_offset(cls, kind, gaussian):
+    x = gaussian if kind == "numpy" else chunked(gaussian, 400)
+    model = _model(cls).fit(x)
+    s = np.asarray(model.score_samples(x))
+    dfn = np.asarray(model.decision_function(x))
+    np.testing.assert_array_equal(dfn, s - model.offset_)
+    labels = np.asarray(model.predict(x))
+    np.testing.assert_array_equal(labels, np.where(dfn >= 0, 1, -1))
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_predict_flags_planted_outliers(cls):
+    rng = np.random.default_rng(5)
+    x = rng.normal(size=(2000, 3))
+    far = rng.normal(size=(20, 3))
+    far = 100 * far / np.linalg.norm(far, axis=1, keepdims=True)
+    model = _model(cls, n_directions=100, contamination=0.05).fit(np.vstack([x, far]))
+    labels = model.predict(np.vstack([far, np.zeros((1, 3))]))
+    assert set(np.unique(labels)) <= {-1, 1}
+    assert (labels[:20] == -1).all()
+    assert labels[20] == 1
+
+
+@pytest.mark.parametrize("contamination", [0.05, 0.2])
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_fit_predict_labels_contamination_share(kind, contamination):
+    x = gaussian_data(4000, 2, seed=3)
+    model = _model(daskdepth.AIIRW, contamination=contamination)
+    labels = np.asarray(model.fit_predict(x if kind == "numpy" else chunked(x, 1000)))
+    frac = (labels == -1).mean()
+    assert abs(frac - contamination) < 0.01
+    # fit_predict agrees with predict on the same fitted model.
+    np.testing.assert_array_equal(labels, model.predict(x))
+
+
+def test_fit_predict_dask_is_lazy_with_row_chunks():
+    x = chunked(gaussian_data(3000, 2, seed=4), (1000, 500, 1500))
+    out = _model(daskdepth.IRW).fit_predict(x)
+    assert isinstance(out, da.Array)
+    assert out.chunks[0] == x.chunks[0]
+
+
+@pytest.mark.parametrize("method", ["fit", "fit_predict"])
+def test_offset_rank_on_distributed_path(method):
+    # offset_ comes from a row sample: within 0.01 in rank of the exact quantile.
+    x = np.random.default_rng(7).standard_t(5, size=(100_000, 2))
+    contamination = 0.1
+    model = _model(daskdepth.AIIRW, contamination=contamination)
+    getattr(model, method)(chunked(x, 25_000))
+    assert model.n_passes_ >= 1
+    depth = model.score_samples(x)
+    frac = (depth < model.offset_).mean()
+    assert abs(frac - contamination) < 0.01
+
+
+# --------------------------------------------------------------------------- score()
+
+
+@pytest.mark.parametrize("depth,cls", [("ai-irw", daskdepth.AIIRW), ("irw", daskdepth.IRW)])
+def test_score_equals_estimator(gaussian, depth, cls):
+    got = daskdepth.score(gaussian, depth=depth, n_directions=30, tol=1e-3, random_state=4)
+    model = cls(n_directions=30, tol=1e-3, random_state=4).fit(gaussian)
+    np.testing.assert_array_equal(got, model.score_samples(gaussian))
+    other = daskdepth.score(gaussian, depth=depth, n_directions=30, tol=1e-3, random_state=5)
+    assert not np.array_equal(got, other)
+
+
+def test_score_with_reference(gaussian):
+    ref = gaussian_data(800, 3, seed=9)
+    got = daskdepth.score(gaussian, ref, n_directions=30, random_state=1)
+    model = daskdepth.AIIRW(n_directions=30, random_state=1).fit(ref)
+    np.testing.assert_array_equal(got, model.score_samples(gaussian))
+    assert model.n_samples_fit_ == 800
+    assert np.abs(got - exact_depth_of_model(model, ref, gaussian)).max() <= (
+        model.error_bound_ + 1e-12)
+    lazy = daskdepth.score(chunked(gaussian, 500), chunked(ref, 300), n_directions=30,
+                           random_state=1)
+    assert isinstance(lazy, da.Array) and lazy.chunks[0] == (500, 500, 500)
+    np.testing.assert_allclose(lazy.compute(), got, rtol=0, atol=1e-12)
+
+
+def test_score_passes_covariance(gaussian):
+    cov = np.diag([1.0, 4.0, 9.0])
+    got = daskdepth.score(gaussian, covariance=cov, n_directions=30, random_state=1)
+    model = daskdepth.AIIRW(covariance=cov, n_directions=30, random_state=1).fit(gaussian)
+    np.testing.assert_array_equal(model.covariance_, cov)
+    np.testing.assert_array_equal(got, model.score_samples(gaussian))
+    default = daskdepth.score(gaussian, n_directions=30, random_state=1)
+    assert not np.array_equal(got, default)
+
+
+@pytest.mark.parametrize("d", [1, 2, 4])
+def test_default_number_of_directions(d):
+    x = gaussian_data(300, d, seed=d)
+    for cls in MODELS:
+        model = cls(random_state=0).fit(x)
+        assert model.directions_.shape == (100 * d, d)
+        assert model.n_directions_ == 100 * d
+
+
+def test_fitted_attributes(gaussian):
+    model = _model(daskdepth.AIIRW).fit(gaussian)
+    np.testing.assert_allclose(model.location_, gaussian.mean(axis=0), rtol=1e-12)
+    np.testing.assert_allclose(model.covariance_, np.cov(gaussian.T), rtol=1e-10)
+    assert model.n_features_in_ == 3
+    assert model.n_samples_fit_ == gaussian.shape[0]
+    assert model.covariance_rank_ == 3
+    assert model.n_passes_ == 0
+    assert 0 <= model.error_bound_ <= 1e-3
+    assert isinstance(model.summary_, daskdepth.DepthSummary)
+    # AI-IRW directions whiten: each has unit variance under the fitted covariance.
+    var = np.einsum("ij,jk,ik->i", model.directions_, model.covariance_, model.directions_)
+    np.testing.assert_allclose(var, 1.0, rtol=1e-8)
+    irw = _model(daskdepth.IRW).fit(gaussian)
+    np.testing.assert_allclose(np.linalg.norm(irw.directions_, axis=1), 1.0, rtol=1e-12)
+
+
+# --------------------------------------------------------------------------- rank, NaN
+
+
+def test_rank_deficient_covariance_warns_and_scores():
+    rng = np.random.default_rng(2)
+    base = rng.normal(size=(1000, 2)) * [1.0, 3.0]
+    x = np.column_stack([base, base[:, 0] + base[:, 1]])
+    with pytest.warns(daskdepth.RankWarning, match="rank 2"):
+        model = _model(daskdepth.AIIRW, n_directions=50).fit(x)
+    assert model.covariance_rank_ == 2
+    null = np.array([1.0, 1.0, -1.0]) / np.sqrt(3)
+    norms = np.linalg.norm(model.directions_, axis=1)
+    assert np.abs(model.directions_ @ null).max() <= 1e-9 * norms.max()
+    d = model.score_samples(x)
+    assert np.isfinite(d).all() and d.max() > 0.4
+    exact = exact_depth_of_model(model, x, x)
+    assert np.abs(d - exact).max() <= model.error_bound_ + 1e-12
+    # A point off the subspace gets the depth of its projection onto it only.
+    new = rng.normal(size=(50, 2))
+    q = np.column_stack([new, new[:, 0] + new[:, 1]])
+    np.testing.assert_allclose(model.score_samples(q + 10 * null), model.score_samples(q),
+                               rtol=0, atol=1e-12)
+
+
+def test_full_rank_does_not_warn(gaussian):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskdepth.RankWarning)
+        _model(daskdepth.AIIRW).fit(gaussian)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_nan_policy_omit(cls, kind, gaussian):
+    x = gaussian.copy()
+    bad = [0, 7, 8, 500, 1499]
+    x[bad[:3], 1] = np.nan
+    x[bad[3], 0] = np.inf
+    x[bad[4], 2] = -np.inf
+    clean = np.delete(x, bad, axis=0)
+    inp = x if kind == "numpy" else chunked(x, 400)
+    model = _model(cls, nan_policy="omit").fit(inp)
+    ref = _model(cls).fit(clean)
+    assert model.n_samples_fit_ == clean.shape[0]
+    np.testing.assert_allclose(model.location_, ref.location_, rtol=1e-12)
+    np.testing.assert_allclose(model.directions_, ref.directions_, rtol=1e-9)
+    d = np.asarray(model.score_samples(inp))
+    assert np.isnan(d[bad]).all()
+    good = np.delete(d, bad)
+    assert np.isfinite(good).all()
+    np.testing.assert_allclose(good, ref.score_samples(clean), rtol=0, atol=1e-12)
+
+
+def test_nan_policy_omit_distributed_path():
+    x = gaussian_data(70_000, 2, seed=6)
+    x[[3, 40_000, 69_999]] = np.nan
+    model = _model(daskdepth.AIIRW, nan_policy="omit").fit(chunked(x, 20_000))
+    assert model.n_passes_ >= 1
+    assert model.n_samples_fit_ == 69_997
+    d = model.score_samples(chunked(x, 20_000)).compute()
+    assert np.isnan(d[[3, 40_000, 69_999]]).all()
+    assert np.isfinite(d).sum() == 69_997
+    exact = exact_depth_of_model(model, x, x[:2000][np.isfinite(x[:2000]).all(axis=1)])
+    got = d[:2000][np.isfinite(x[:2000]).all(axis=1)]
+    assert np.abs(got - exact).max() <= model.error_bound_ + 1e-12
+
+
+# --------------------------------------------------------------------------- pipelines
+
+
+def test_sklearn_pipeline(gaussian):
+    pipe = make_pipeline(StandardScaler(), daskdepth.AIIRW(n_directions=30, random_state=0))
+    pipe.fit(gaussian)
+    scaled = StandardScaler().fit_transform(gaussian)
+    direct = daskdepth.AIIRW(n_directions=30, random_state=0).fit(scaled)
+    np.testing.assert_allclose(pipe.score_samples(gaussian), direct.score_samples(scaled),
+                               rtol=0, atol=1e-12)
+    labels = pipe.predict(gaussian)
+    assert set(np.unique(labels)) == {-1, 1}
+
+
+def test_dask_ml_pipeline(gaussian):
+    dask_ml_preprocessing = pytest.importorskip("dask_ml.preprocessing")
+    x = chunked(gaussian, 500)
+    pipe = make_pipeline(dask_ml_preprocessing.StandardScaler(),
+                         daskdepth.AIIRW(n_directions=30, random_state=0))
+    pipe.fit(x)
+    out = pipe.score_samples(x)
+    assert isinstance(out, da.Array) and out.chunks[0] == x.chunks[0]
+    scaled = (gaussian - gaussian.mean(axis=0)) / gaussian.std(axis=0)
+    direct = daskdepth.AIIRW(n_directions=30, random_state=0).fit(scaled)
+    np.testing.assert_allclose(out.compute(), direct.score_samples(scaled), rtol=0, atol=1e-9)

@@ -1,0 +1,48 @@
+"""scikit-learn's estimator checks, with the deliberate departures listed."""
+
+from __future__ import annotations
+
+from sklearn.utils.estimator_checks import parametrize_with_checks
+
+import daskdepth
+
+#: Checks that fail by design: daskdepth writes its own messages, naming the
+#: problem and the fix, instead of scikit-learn's stock wording.
+DESIGN = {
+    "check_dtype_object": (
+        "object arrays are refused with TypeError by design (depth needs real numbers; "
+        "the message says to convert with X.astype(float))"
+    ),
+    "check_estimators_empty_data_messages": (
+        "zero-feature input is refused with daskdepth's own message ('X has 0 features "
+        "(shape (12, 0)); depth needs at least one'), not scikit-learn's wording"
+    ),
+    "check_fit2d_predict1d": (
+        "1-D input is refused with daskdepth's own message suggesting X.reshape(-1, 1) or "
+        "X.reshape(1, -1), not scikit-learn's 'Reshape your data' wording"
+    ),
+}
+
+#: Checks that fail because of a bug (see tests/test_validation.py::test_sparse_input_message).
+BUGS = {
+    name: (
+        "bug: scipy.sparse input raises 'setting an array element with a sequence' from "
+        "np.asarray instead of an error that says sparse input is not supported"
+    )
+    for name in ("check_estimator_sparse_tag", "check_estimator_sparse_array",
+                 "check_estimator_sparse_matrix")
+}
+
+
+def _expected_failed_checks(estimator):
+    return {**DESIGN, **BUGS}
+
+
+@parametrize_with_checks(
+    [daskdepth.AIIRW(n_directions=50, random_state=0),
+     daskdepth.IRW(n_directions=50, random_state=0)],
+    expected_failed_checks=_expected_failed_checks,
+    xfail_strict=True,
+)
+def test_sklearn_compatible_estimator(estimator, check):
+    check(estimator)
