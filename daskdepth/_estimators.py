@@ -158,6 +158,66 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
 
         return save_model(self, path, overwrite=overwrite)
 
+    # ---------------------------------------------------------------- display
+
+    def _covariance_kind(self) -> str:
+        if self._depth_kind != "ai-irw":
+            return "none (IRW does not whiten)"
+        cov = self.__dict__.get("covariance", "sample")
+        if isinstance(cov, str):
+            fraction = self.__dict__.get("support_fraction")
+            return cov if fraction is None or cov != "mcd" else f"mcd (support_fraction={fraction})"
+        shape = getattr(cov, "shape", None)
+        return f"precomputed {shape[0]} x {shape[1]}" if shape and len(shape) == 2 else \
+            type(cov).__name__
+
+    def _summary_html(self) -> str:
+        """The fitted model in a few rows, from attributes already computed (no Dask work)."""
+        import html
+
+        state = self.__dict__  # plain attributes only: no property, nothing computed
+        kind = "AI-IRW" if self._depth_kind == "ai-irw" else "IRW"
+        rows = [("depth", kind), ("covariance", self._covariance_kind())]
+        if "summary_" not in state:
+            rows.append(("status", "not fitted"))
+        else:
+            rows += [("n (reference rows)", f"{state['n_samples_fit_']:,}"),
+                     ("d (features)", str(state["n_features_in_"])),
+                     ("m (directions)", f"{state['n_directions_']:,}"),
+                     ("error bound", f"{state['error_bound_']:.3g} (tol {state.get('tol')})")]
+            rank = state.get("covariance_rank_")
+            if self._depth_kind == "ai-irw" and rank is not None and rank < state["n_features_in_"]:
+                rows.append(("covariance rank", str(rank)))
+            if "n_passes_" in state:
+                rows.append(("passes over the data", str(state["n_passes_"])))
+            if "offset_" in state:
+                rows.append(("offset", f"{state['offset_']:.4g} (contamination "
+                                       f"{state.get('contamination')})"))
+        cells = "".join(
+            f'<tr><th style="text-align:left;padding-right:1em">{html.escape(k)}</th>'
+            f'<td style="text-align:left">{html.escape(v)}</td></tr>' for k, v in rows)
+        return (f'<div class="daskdepth-summary"><details open><summary>daskdepth '
+                f'{html.escape(type(self).__name__)}</summary><table>{cells}</table>'
+                f'</details></div>')
+
+    def _with_summary(self, diagram: str) -> str:
+        # scikit-learn's diagram (parameters, fitted attributes), then the summary,
+        # inside the diagram's <body> when it has one.
+        tail = "</body>"
+        if diagram.rstrip().endswith(tail):
+            head = diagram.rstrip()[:-len(tail)]
+            return head + self._summary_html() + tail
+        return diagram + self._summary_html()
+
+    def _repr_html_inner(self) -> str:
+        return self._with_summary(super()._repr_html_inner())
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, str]:
+        output = super()._repr_mimebundle_(**kwargs)
+        if "text/html" in output:  # only when scikit-learn's display is 'diagram'
+            output["text/html"] = self._with_summary(output["text/html"])
+        return output
+
 
 def _labels(decision: da.Array) -> da.Array:
     return da.where(decision >= 0, 1, -1).astype(np.int64)

@@ -1,0 +1,103 @@
+"""The estimators' HTML representation in Jupyter.
+
+scikit-learn's diagram (parameters, fitted attributes) is kept, and a short
+summary follows: depth, covariance kind and, when fitted, n, d, m and the
+error bound, from attributes already computed -- displaying a model never
+starts Dask work.
+"""
+
+from __future__ import annotations
+
+import re
+
+import dask
+import numpy as np
+import pytest
+import sklearn
+from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
+from sklearn.pipeline import make_pipeline
+from sklearn.preprocessing import StandardScaler
+
+import daskdepth
+from daskdepth._summary import DepthSummary
+
+
+def _summary_rows(html: str) -> dict[str, str]:
+    block = html[html.index('class="daskdepth-summary"'):]
+    return dict(re.findall(r"<th[^>]*>([^<]*)</th><td[^>]*>([^<]*)</td>", block))
+
+
+def _forbid_computation(*args, **kwargs):
+    raise AssertionError("displaying the model started a Dask computation")
+
+
+def test_unfitted_repr_shows_parameters():
+    model = daskdepth.AIIRW(n_directions=7, tol=1e-3)
+    html = model._repr_html_()
+    assert "sk-top-container" in html  # scikit-learn's diagram is still there
+    assert "n_directions" in html and "0.001" in html
+    rows = _summary_rows(html)
+    assert rows == {"depth": "AI-IRW", "covariance": "sample", "status": "not fitted"}
+    bundle = model._repr_mimebundle_()
+    assert bundle["text/plain"] == repr(model)
+    assert _summary_rows(bundle["text/html"]) == rows
+    # The summary sits inside the diagram's document, before its end.
+    assert html.rstrip().endswith("</body>")
+
+
+def test_fitted_repr_shows_n_d_m_error_bound_and_covariance(tmp_path):
+    x = gaussian_data(1500, 3, seed=1)
+    model = daskdepth.AIIRW(n_directions=12, tol=1e-3, random_state=0).fit(x)
+    rows = _summary_rows(model._repr_html_())
+    assert rows["n (reference rows)"] == "1,500"
+    assert rows["d (features)"] == "3"
+    assert rows["m (directions)"] == "12"
+    assert rows["error bound"] == f"{model.error_bound_:.3g} (tol 0.001)"
+    assert rows["covariance"] == "sample"
+    assert rows["passes over the data"] == "0"
+    assert "offset" in rows
+    # A saved and loaded model shows the same summary.
+    loaded = daskdepth.load(model.save(tmp_path / "model.zarr"))
+    assert _summary_rows(loaded._repr_html_()) == rows
+
+
+@pytest.mark.parametrize("model, kind", [
+    (daskdepth.IRW(), "none (IRW does not whiten)"),
+    (daskdepth.AIIRW(covariance="ledoit-wolf"), "ledoit-wolf"),
+    (daskdepth.AIIRW(covariance=np.eye(2)), "precomputed 2 x 2"),
+])
+def test_covariance_kind(model, kind):
+    assert _summary_rows(model._repr_html_())["covariance"] == kind
+
+
+def test_repr_of_a_distributed_fit_computes_nothing(monkeypatch):
+    x = chunked(gaussian_data(DISTRIBUTED_ROWS, 2, seed=3), 20_000)
+    with dask.config.set(scheduler="sync"):
+        model = daskdepth.IRW(n_directions=6, tol=1e-3, random_state=0).fit(x)
+    assert model.n_passes_ >= 1
+    # Any Dask computation, or a call into the summary, fails from here on.
+    monkeypatch.setattr(DepthSummary, "error_bound", _forbid_computation)
+    monkeypatch.setattr(DepthSummary, "depth", _forbid_computation)
+    with dask.config.set(scheduler=_forbid_computation):
+        html = model._repr_html_()
+        bundle = model._repr_mimebundle_()
+        text = repr(model)
+    rows = _summary_rows(html)
+    assert rows["n (reference rows)"] == f"{DISTRIBUTED_ROWS:,}"
+    assert rows["m (directions)"] == "6"
+    assert rows["passes over the data"] == str(model.n_passes_)
+    assert _summary_rows(bundle["text/html"]) == rows
+    assert text.startswith("IRW(")
+
+
+def test_text_display_keeps_scikit_learn_behaviour():
+    model = daskdepth.AIIRW()
+    with sklearn.config_context(display="text"):
+        assert not hasattr(model, "_repr_html_")
+        assert "text/html" not in model._repr_mimebundle_()
+
+
+def test_pipeline_diagram_still_renders():
+    pipe = make_pipeline(StandardScaler(), daskdepth.AIIRW(n_directions=5))
+    html = pipe._repr_html_()
+    assert "AIIRW" in html and "StandardScaler" in html
