@@ -204,7 +204,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     """Fit location, covariance, directions and summaries on the rows of ``x``."""
     from ._covariance import resolve_covariance, whitening
     from ._directions import draw_directions
-    from ._memory import directions_per_block
+    from ._memory import SummaryMemoryWarning, directions_per_block, summary_memory_message
     from ._validation import nan_message
 
     n_total, d = x.shape
@@ -235,6 +235,9 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     directions = draw_directions(rng, m, d, w)
     # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
     block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
+    too_big = summary_memory_message(m, mom.n, tol)
+    if too_big:
+        warnings.warn(too_big, SummaryMemoryWarning, stacklevel=3)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
                                   block_size=min(block, DIRECTIONS_PER_BLOCK))
     rows = max(1024, -(-mom.sample.shape[0] // 8))

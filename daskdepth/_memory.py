@@ -129,3 +129,51 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
     rows = max(1, int(rows))
     free = mem.task_budget // rows - BYTES_PER_ROW_FEATURE * d - BYTES_PER_ROW
     return int(min(MAX_DIRECTIONS_PER_BLOCK, max(1, free // BYTES_PER_ROW_DIRECTION)))
+
+
+class SummaryMemoryWarning(UserWarning):
+    """The fitted depth summary takes a large share of a worker's memory."""
+
+
+#: Bytes per leaf of a fitted summary: its bound, its packed (cumulative count,
+#: count, min, max) record and its share of the guide grid (measured: 56.3 for
+#: m = 500, tol = 1e-4).
+BYTES_PER_LEAF = 56
+#: Share of a worker's memory limit above which the summary size is reported.
+SUMMARY_SHARE = 1 / 4
+
+
+def summary_bytes(m: int, n: int, tol: float) -> int:
+    """Approximate bytes of the depth summary of ``m`` directions over ``n`` rows.
+
+    About ``2 / tol`` leaves per direction (at most ``n``): the summary does
+    not grow with ``n`` once ``n > 2 / tol``.  It is sent to every worker.
+
+    Examples
+    --------
+    >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
+    560
+    """
+    leaves = n if tol <= 0 else min(n, int(2 / tol) + 1)
+    return int(m) * max(1, leaves) * BYTES_PER_LEAF
+
+
+def summary_memory_message(m: int, n: int, tol: float,
+                           memory: WorkerMemory | None = None) -> str | None:
+    """A warning text when the summary would take a large share of a worker's memory.
+
+    Examples
+    --------
+    >>> summary_memory_message(500, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    True
+    >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
+    True
+    """
+    mem = memory or worker_memory()
+    size = summary_bytes(m, n, tol)
+    if size <= SUMMARY_SHARE * mem.limit:
+        return None
+    return (f"the depth summary of {m} directions at tol={tol:g} takes about "
+            f"{size / 2**20:,.0f} MiB on every worker, more than a quarter of the workers' "
+            f"memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise "
+            "tol, lower n_directions, or give the workers more memory")

@@ -34,8 +34,16 @@ from proccluster import (
 )
 
 import daskdepth
+import daskdepth._memory
 from daskdepth._io import leftovers
-from daskdepth._memory import WorkerMemory, directions_per_block, rows_per_chunk, worker_memory
+from daskdepth._memory import (
+    SummaryMemoryWarning,
+    WorkerMemory,
+    directions_per_block,
+    rows_per_chunk,
+    summary_memory_message,
+    worker_memory,
+)
 
 #: More rows than the in-memory exact path takes, so that fitting runs the
 #: distributed passes (moments, pilot, histogram, refine, score).
@@ -320,6 +328,15 @@ def test_chunk_defaults_follow_the_memory_limit(cluster):
     with _client(cluster, 2):
         mem = worker_memory()
     assert (mem.limit, mem.nthreads) == (2**30, 1)
+
+
+def test_large_summary_is_reported(monkeypatch):
+    small = WorkerMemory(32 * 2**20, 1)
+    monkeypatch.setattr(daskdepth._memory, "worker_memory", lambda: small)
+    x = gaussian_data(3000, 2, seed=5)
+    with pytest.warns(SummaryMemoryWarning, match="MiB on every worker"):
+        daskdepth.IRW(n_directions=200, tol=1e-4, random_state=0).fit(x)
+    assert summary_memory_message(200, 3000, 1e-2, small) is None
 
 
 @pytest.mark.slow
