@@ -28,6 +28,7 @@ import math
 import secrets
 import shlex
 import shutil
+import signal
 import sys
 import tempfile
 import threading
@@ -480,10 +481,15 @@ def _fit(runner: Runner, ui: UI, model: Any, source: Any) -> float:
     return elapsed
 
 
-def _open(path: str, array: str | None) -> Any:
-    from ._io import open_input
+def _open(path: str, array: str | None, min_rows: int = 1) -> Any:
+    from ._io import InputError, open_input
 
-    return open_input(path, array)
+    source = open_input(path, array)
+    if source.shape[0] < min_rows:
+        noun = "row" if source.shape[0] == 1 else "rows"
+        raise InputError(f"{source.describe()} has {source.shape[0]} {noun}; a depth "
+                         f"reference needs at least {min_rows}")
+    return source
 
 
 def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> tuple[Path, Any, float]:
@@ -491,7 +497,7 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> tuple[Pa
     from ._io import SafeOutput, check_output
 
     check_output(args.out, inputs=[args.input], overwrite=args.overwrite)
-    source = _open(args.input, args.array)
+    source = _open(args.input, args.array, min_rows=2)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     model = _make_model(args, seed)
     start = time.time()
@@ -517,7 +523,7 @@ def _cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     from ._persistence import save_model
 
     check_output(args.model, inputs=[args.input], overwrite=args.overwrite)
-    source = _open(args.input, args.array)
+    source = _open(args.input, args.array, min_rows=2)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     model = _make_model(args, seed)
     with Runner(args.scheduler, ui) as runner:
@@ -754,6 +760,25 @@ def _error_lines(exc: BaseException) -> list[str]:
     return lines
 
 
+class _Terminated(BaseException):
+    """SIGTERM received: unwind so that temporaries are removed."""
+
+
+def _raise_on_sigterm() -> Any:
+    """Turn SIGTERM into an exception (in the main thread); return the undo function."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - unusual platforms
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``daskdepth`` command line; returns the exit status.
 
@@ -776,6 +801,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as exc:  # --help, --version and usage errors
         return int(exc.code or 0) if not isinstance(exc.code, str) else 2
     ui = UI(quiet=args.quiet)
+    restore_sigterm = _raise_on_sigterm()
     log = logging.getLogger("distributed")
     level = log.level
     if not args.debug:
@@ -794,6 +820,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("daskdepth: interrupted", file=sys.stderr)
         return 130
+    except _Terminated:
+        print("daskdepth: terminated", file=sys.stderr)
+        return 143
     except Exception as exc:
         if args.debug:
             traceback.print_exc()
@@ -802,6 +831,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     finally:
         log.setLevel(level)
+        restore_sigterm()
 
 
 if __name__ == "__main__":  # pragma: no cover

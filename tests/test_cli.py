@@ -1,0 +1,539 @@
+"""The ``daskdepth`` command line: jobs over real Zarr stores, exit codes, safety, kills.
+
+Most cases call :func:`daskdepth.cli.main` in-process with a local Dask
+scheduler (fast); the cases about the process itself (console script, exit
+codes, the default local cluster, progress on a terminal, SIGKILL) run
+``python -m daskdepth`` as a subprocess.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+
+import daskdepth
+from daskdepth._io import TMP_MARK, quiet_zarr
+from daskdepth.cli import demo_data, main
+
+SYNC = ["--scheduler", "synchronous"]
+
+
+def _data(n: int = 800, d: int = 3, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)) @ (np.eye(d) + 0.4 * rng.normal(size=(d, d)))
+
+
+def _array_store(path: Path, x: np.ndarray, zarr_format: int = 3, chunks: int = 200) -> Path:
+    zarr.create_array(str(path), data=x, chunks=(chunks, x.shape[1]), zarr_format=zarr_format)
+    return path
+
+
+def _dataset_store(path: Path, x: np.ndarray, zarr_format: int = 3,
+                   features: list[str] | None = None) -> Path:
+    n, d = x.shape
+    ds = xr.Dataset({"X": (("sample", "feature"), x)},
+                    coords={"sample": np.arange(n) * 3,
+                            "feature": features or [f"f{i}" for i in range(d)]})
+    ds["X"].encoding = {"chunks": (max(1, n // 4), d)}
+    with quiet_zarr():
+        ds.to_zarr(str(path), zarr_format=zarr_format)
+    return path
+
+
+def _open(path: Path) -> xr.Dataset:
+    with quiet_zarr():
+        return xr.open_zarr(str(path))
+
+
+def _run(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "daskdepth", *args], capture_output=True,
+                          text=True, timeout=timeout, **kwargs)
+
+
+def _names(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.iterdir())
+
+
+@pytest.fixture(scope="module")
+def big_store(tmp_path_factory) -> Path:
+    """80,000 x 3 rows: long enough a job to be killed in the middle."""
+    path = tmp_path_factory.mktemp("big") / "big.zarr"
+    return _array_store(path, _data(80_000, 3, seed=5), chunks=10_000)
+
+
+# --------------------------------------------------------------------------- score
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_score_array_store(tmp_path, capsys, zarr_format):
+    x = _data()
+    src = _array_store(tmp_path / "in.zarr", x, zarr_format)
+    assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), "--seed", "7",
+                 "--n-directions", "50", *SYNC]) == 0
+    out = _open(tmp_path / "out.zarr")
+    assert list(out.data_vars) == ["depth"] and out["depth"].dims == ("sample",)
+    expected = daskdepth.score(x, n_directions=50, random_state=7)
+    np.testing.assert_array_equal(out["depth"].values, expected)
+    attrs = out.attrs
+    assert attrs["method"] == "ai-irw" and attrs["n_directions"] == 50 and attrs["seed"] == 7
+    assert attrs["tol"] == 1e-4 and 0 <= attrs["error_bound"] <= 1e-4
+    assert attrs["covariance"] == "sample" and attrs["nan_policy"] == "raise"
+    assert attrs["daskdepth_version"] == daskdepth.__version__ and "dask_version" in attrs
+    assert attrs["input_path"] == str(src.resolve()) and attrs["input_shape"] == [800, 3]
+    assert attrs["input_zarr_format"] == zarr_format
+    assert "contamination" not in attrs and "outlier" not in out
+    assert "--seed 7" in attrs["command_line"]
+    assert "wrote the AI-IRW depth of 800 rows" in capsys.readouterr().out
+    assert _names(tmp_path) == ["in.zarr", "out.zarr"]
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_score_xarray_dataset_carries_coords(tmp_path, zarr_format):
+    x = _data()
+    src = _dataset_store(tmp_path / "ds.zarr", x, zarr_format)
+    assert main(["score", str(src), "--array", "X", "--out", str(tmp_path / "o.zarr"),
+                 "--seed", "1", "--contamination", "0.05", "-q", *SYNC]) == 0
+    out = _open(tmp_path / "o.zarr")
+    np.testing.assert_array_equal(out["sample"].values, np.arange(800) * 3)
+    model = daskdepth.AIIRW(contamination=0.05, random_state=1).fit(x)
+    np.testing.assert_array_equal(out["depth"].values, model.score_samples(x))
+    np.testing.assert_array_equal(out["outlier"].values, model.predict(x) == -1)
+    assert out.attrs["contamination"] == 0.05 and out.attrs["offset"] == model.offset_
+    assert out.attrs["feature_names"] == ["f0", "f1", "f2"]
+    assert out.attrs["input_array"] == "X"
+
+
+def test_score_group_irw_and_seed_recorded(tmp_path):
+    x = _data()
+    group = zarr.open_group(str(tmp_path / "g.zarr"), mode="w")
+    group.create_array("features", data=x)
+    group.create_array("labels", data=np.arange(800))
+    assert main(["score", str(tmp_path / "g.zarr"), "--array", "features", "--depth", "irw",
+                 "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 0
+    out = _open(tmp_path / "o.zarr")
+    assert out.attrs["method"] == "irw" and "covariance" not in out.attrs
+    seed = out.attrs["seed"]  # drawn, recorded, and enough to reproduce the result
+    np.testing.assert_array_equal(out["depth"].values,
+                                  daskdepth.score(x, depth="irw", random_state=seed))
+
+
+def test_score_through_the_chunked_passes(tmp_path, big_store):
+    """More rows than the in-memory path takes: the same values as the estimator on dask."""
+    import dask
+    import dask.array as da
+
+    assert main(["score", str(big_store), "--out", str(tmp_path / "o.zarr"), "--seed", "2",
+                 "--n-directions", "16", "--tol", "1e-3", "-q", "--scheduler", "threads"]) == 0
+    x = zarr.open_array(str(big_store))[:]
+    with dask.config.set(scheduler="threads"):
+        model = daskdepth.AIIRW(n_directions=16, tol=1e-3, random_state=2).fit(
+            da.from_array(x, chunks=(25_000, 3)))
+        expected = model.score_samples(x)
+    # The mean is merged over row chunks in an order that depends on the chunking, so
+    # the location (and hence the depth) can differ in the last bits.
+    np.testing.assert_allclose(_open(tmp_path / "o.zarr")["depth"].values, expected,
+                               rtol=0, atol=1e-12)
+
+
+# --------------------------------------------------------------------------- fit and apply
+
+
+def test_fit_then_apply_equals_fit_score_samples(tmp_path, capsys):
+    a, b = _data(900, seed=1), 1.5 * _data(400, seed=2)
+    ref = _dataset_store(tmp_path / "a.zarr", a)
+    new = _dataset_store(tmp_path / "b.zarr", b, zarr_format=2)
+    model_path = tmp_path / "model.zarr"
+    assert main(["fit", str(ref), "--array", "X", "--model", str(model_path), "--seed", "4",
+                 "--n-directions", "60", "--contamination", "0.1", *SYNC]) == 0
+    assert "saved the AI-IRW model" in capsys.readouterr().out
+    assert main(["apply", str(model_path), str(new), "--array", "X",
+                 "--out", str(tmp_path / "depth.zarr"), "-q", *SYNC]) == 0
+    model = daskdepth.AIIRW(n_directions=60, contamination=0.1, random_state=4).fit(a)
+    out = _open(tmp_path / "depth.zarr")
+    np.testing.assert_array_equal(out["depth"].values, model.score_samples(b))
+    np.testing.assert_array_equal(out["outlier"].values, model.predict(b) == -1)
+    assert out.attrs["daskdepth_command"] == "apply"
+    assert out.attrs["model_path"] == str(model_path.resolve())
+    assert out.attrs["reference_path"] == str(ref.resolve())
+    assert out.attrs["reference_shape"] == [900, 3] and out.attrs["input_shape"] == [400, 3]
+    loaded = daskdepth.load(model_path)
+    np.testing.assert_array_equal(loaded.score_samples(b), model.score_samples(b))
+
+
+def test_apply_contamination_option(tmp_path):
+    a = _data(600, seed=1)
+    src = _array_store(tmp_path / "a.zarr", a)
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "--seed", "0", "-q",
+                 *SYNC]) == 0
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out",
+                 str(tmp_path / "o1.zarr"), "-q", *SYNC]) == 0
+    assert "outlier" not in _open(tmp_path / "o1.zarr")  # no contamination given
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out",
+                 str(tmp_path / "o2.zarr"), "--contamination", "0.2", "-q", *SYNC]) == 0
+    out = _open(tmp_path / "o2.zarr")
+    expected = daskdepth.AIIRW(contamination=0.2, random_state=0).fit(a)
+    assert out.attrs["offset"] == pytest.approx(expected.offset_)
+    np.testing.assert_array_equal(out["outlier"].values, expected.predict(a) == -1)
+
+
+def test_apply_checks_features(tmp_path, capsys):
+    src = _dataset_store(tmp_path / "a.zarr", _data(), features=["x", "y", "z"])
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "--seed", "0", "-q",
+                 *SYNC]) == 0
+    wide = _array_store(tmp_path / "wide.zarr", _data(100, 4))
+    assert main(["apply", str(tmp_path / "m.zarr"), str(wide), "--out",
+                 str(tmp_path / "o.zarr"), *SYNC]) == 1
+    assert "INPUT has 4 features but the model was fitted on 3" in capsys.readouterr().err
+    renamed = _dataset_store(tmp_path / "r.zarr", _data(), features=["x", "z", "y"])
+    assert main(["apply", str(tmp_path / "m.zarr"), str(renamed), "--out",
+                 str(tmp_path / "o.zarr"), *SYNC]) == 1
+    assert "differ from the model's ['x', 'y', 'z']" in capsys.readouterr().err
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_apply_refuses_corrupted_or_foreign_models(tmp_path, capsys):
+    src = _array_store(tmp_path / "a.zarr", _data())
+    assert main(["apply", str(src), str(src), "--out", str(tmp_path / "o.zarr"), *SYNC]) == 1
+    assert "is not a daskdepth model" in capsys.readouterr().err
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "-q", *SYNC]) == 0
+    shutil.rmtree(tmp_path / "m.zarr" / "state" / "directions_")
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out",
+                 str(tmp_path / "o.zarr"), *SYNC]) == 1
+    err = capsys.readouterr().err
+    assert "corrupted" in err and "Traceback" not in err
+    assert not (tmp_path / "o.zarr").exists()
+
+
+# --------------------------------------------------------------------------- info
+
+
+def test_info_model_and_output(tmp_path, capsys):
+    src = _dataset_store(tmp_path / "a.zarr", _data())
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "--seed", "3",
+                 "--depth", "irw", "-q", *SYNC]) == 0
+    assert main(["info", str(tmp_path / "m.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "IRW (irw)" in text and "800 rows x 3 features" in text and "f0, f1, f2" in text
+    assert main(["info", str(tmp_path / "m.zarr"), "--json"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    assert doc["estimator"] == "IRW" and doc["params"]["random_state"] == 3
+    assert doc["metadata"]["input_shape"] == [800, 3]
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 0
+    assert main(["info", str(tmp_path / "o.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "daskdepth output" in text and "800" in text and "input_shape" in text
+    assert main(["info", str(tmp_path / "o.zarr"), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["method"] == "ai-irw"
+    assert main(["info", str(src)]) == 1
+    assert "neither a daskdepth model nor a daskdepth output" in capsys.readouterr().err
+    assert main(["info", str(tmp_path / "nothing")]) == 1
+
+
+# --------------------------------------------------------------------------- overwrite rules
+
+
+def test_existing_output_is_never_modified_without_overwrite(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    out = tmp_path / "out.zarr"
+    assert main(["score", str(src), "--out", str(out), "--seed", "1", "-q", *SYNC]) == 0
+    before = {p: p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert main(["score", str(src), "--out", str(out), "--seed", "2", *SYNC]) == 2
+    assert "already exists; pass --overwrite" in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in out.rglob("*") if p.is_file()} == before
+    assert main(["score", str(src), "--out", str(out), "--seed", "2", "--overwrite", "-q",
+                 *SYNC]) == 0
+    assert _open(out).attrs["seed"] == 2
+    assert _names(tmp_path) == ["in.zarr", "out.zarr"]
+
+
+def test_output_equal_to_input_is_refused(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    before = _names(src)
+    for target in (src, tmp_path / "." / "in.zarr", src / "depth.zarr"):
+        assert main(["score", str(src), "--out", str(target), "--overwrite", *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "is the input" in err and "lies inside the input" in err
+    assert _names(src) == before
+    np.testing.assert_array_equal(zarr.open_array(str(src))[:], _data())
+
+
+def test_overwrite_refuses_non_zarr_directories(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "notes.txt").write_text("precious")
+    assert main(["score", str(src), "--out", str(tmp_path / "docs"), "--overwrite",
+                 *SYNC]) == 2
+    assert "not a Zarr store" in capsys.readouterr().err
+    assert (tmp_path / "docs" / "notes.txt").read_text() == "precious"
+
+
+def test_next_run_cleans_leftovers(tmp_path):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    stale = tmp_path / f"out.zarr{TMP_MARK}{dead.pid}-deadbeef0000"
+    stale.mkdir()
+    (stale / "zarr.json").write_text("{}")
+    assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), "-q", *SYNC]) == 0
+    assert _names(tmp_path) == ["in.zarr", "out.zarr"]
+
+
+# --------------------------------------------------------------------------- bad input
+
+
+@pytest.mark.parametrize(
+    ("setup", "args", "message"),
+    [
+        (None, ["missing.zarr"], "input 'missing.zarr' does not exist"),
+        ("group", ["g.zarr", "--array", "nope"], "has no array 'nope' (arrays in it: 'data')"),
+        ("group", ["g.zarr"], "name the array to use with --array"),
+        ("vector", ["v.zarr"], "depth needs a 2-D array"),
+        ("text", ["t.zarr"], "depth needs real numbers"),
+        ("plain", ["plain"], "is a directory but not a Zarr store"),
+        ("nan", ["n.zarr"], "3 rows with NaN or inf values"),
+        ("one", ["one.zarr"], "has 1 row; a depth reference needs at least 2"),
+    ],
+)
+def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, message):
+    monkeypatch.chdir(tmp_path)
+    if setup == "group":
+        group = zarr.open_group("g.zarr", mode="w")
+        group.create_array("data", data=_data())
+        group.create_array("more", data=_data())
+        if args[1:] == ["--array", "nope"]:
+            del group["more"]
+    elif setup == "vector":
+        zarr.create_array("v.zarr", data=np.arange(10.0))
+    elif setup == "text":
+        with quiet_zarr():
+            zarr.create_array("t.zarr", data=np.array([["a", "b"], ["c", "d"]]))
+    elif setup == "plain":
+        Path("plain").mkdir()
+    elif setup == "nan":
+        x = _data()
+        x[[5, 7, 9], 1] = [np.nan, np.inf, -np.inf]
+        zarr.create_array("n.zarr", data=x)
+    elif setup == "one":
+        zarr.create_array("one.zarr", data=np.ones((1, 3)))
+    assert main(["score", *args, "--out", "out.zarr", "-q", *SYNC]) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert 1 <= len(lines) <= 2 and lines[0].startswith("daskdepth: error: ")
+    assert message in captured.err and "Traceback" not in captured.err
+    assert not Path("out.zarr").exists()
+    assert not any(TMP_MARK in p.name for p in Path(".").iterdir())
+
+
+def test_nan_hint_and_omit(tmp_path, capsys):
+    x = _data()
+    x[[5, 7]] = np.nan
+    src = _array_store(tmp_path / "n.zarr", x)
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), *SYNC]) == 1
+    assert "pass --nan-policy omit" in capsys.readouterr().err
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--nan-policy", "omit",
+                 "-q", *SYNC]) == 0
+    depth = _open(tmp_path / "o.zarr")["depth"].values
+    assert np.isnan(depth[[5, 7]]).all() and np.isfinite(np.delete(depth, [5, 7])).all()
+    # scoring (apply) finds them while writing: nothing is left behind
+    clean = _array_store(tmp_path / "c.zarr", _data())
+    assert main(["fit", str(clean), "--model", str(tmp_path / "m.zarr"), "-q", *SYNC]) == 0
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out", str(tmp_path / "a.zarr"),
+                 "-q", *SYNC]) == 1
+    err = capsys.readouterr().err
+    assert "2 rows with NaN or inf values" in err and "--nan-policy omit" in err
+    assert _names(tmp_path) == ["c.zarr", "m.zarr", "n.zarr", "o.zarr"]
+
+
+def test_unknown_covariance_is_passed_through(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--covariance",
+                 "no-such-estimate", *SYNC]) == 1
+    assert "covariance" in capsys.readouterr().err
+    assert _names(tmp_path) == ["in.zarr"]
+
+
+def test_quiet_prints_nothing(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 0
+    assert capsys.readouterr() == ("", "")
+
+
+# --------------------------------------------------------------------------- demo
+
+
+def test_demo_data_is_deterministic():
+    x1, p1 = demo_data(5000)
+    x2, p2 = demo_data(5000)
+    np.testing.assert_array_equal(x1, x2)
+    np.testing.assert_array_equal(p1, p2)
+    assert p1.sum() == 100 and x1.shape == (5000, 4)
+
+
+def test_demo_small(tmp_path, capsys):
+    out = tmp_path / "demo.zarr"
+    assert main(["demo", "--rows", "4000", "--out", str(out), *SYNC]) == 0
+    text = capsys.readouterr().out
+    assert "4,000 rows x 4 features (80 planted outliers)" in text
+    auroc = float(text.split("AUROC:")[1].split()[0])
+    assert auroc > 0.95
+    assert str(out.resolve()) in text
+    ds = _open(out)
+    assert ds["depth"].shape == (4000,) and int(ds["outlier"].sum()) > 0
+    assert _names(tmp_path) == ["demo.zarr"]  # the demo's input is removed
+
+
+# --------------------------------------------------------------------------- as a process
+
+
+def test_module_and_console_script():
+    proc = _run("--help")
+    assert proc.returncode == 0 and "score" in proc.stdout and "demo" in proc.stdout
+    script = shutil.which("daskdepth")
+    if script is None:
+        pytest.skip("the console script is not on PATH")
+    proc = subprocess.run([script, "--version"], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0 and proc.stdout.strip() == f"daskdepth {daskdepth.__version__}"
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["score", "in.zarr"],  # --out missing
+        ["score", "in.zarr", "--out", "o.zarr", "--tol", "0.7"],
+        ["score", "in.zarr", "--out", "o.zarr", "--n-directions", "0"],
+        ["score", "in.zarr", "--out", "o.zarr", "--depth", "halfspace"],
+        ["frobnicate"],
+        [],
+    ],
+)
+def test_usage_errors_exit_2(tmp_path, args):
+    proc = _run(*args, cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "Traceback" not in proc.stderr and "usage:" in proc.stderr
+    assert not (tmp_path / "o.zarr").exists()
+
+
+def test_process_with_default_local_cluster(tmp_path):
+    x = _data()
+    src = _dataset_store(tmp_path / "in.zarr", x)
+    proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--seed", "5")
+    assert proc.returncode == 0, proc.stderr
+    assert "local Dask cluster" in proc.stderr and "dashboard: http" in proc.stderr
+    assert "Completed" not in proc.stderr  # no progress bar when stderr is not a terminal
+    np.testing.assert_array_equal(_open(tmp_path / "o.zarr")["depth"].values,
+                                  daskdepth.score(x, random_state=5))
+    proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "-q")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.strip().splitlines() == [
+        f"daskdepth: error: output '{tmp_path / 'o.zarr'}' already exists; pass --overwrite "
+        "(or overwrite=True) to replace it"]
+
+
+def test_failure_exit_1_and_debug_traceback(tmp_path):
+    proc = _run("score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"))
+    assert proc.returncode == 1
+    assert proc.stderr.strip().splitlines() == [
+        f"daskdepth: error: input '{tmp_path / 'missing.zarr'}' does not exist"]
+    proc = _run("score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"),
+                "--debug")
+    assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    pty = pytest.importorskip("pty")
+    src = _array_store(tmp_path / "in.zarr", _data())
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "daskdepth", "score", str(src), "--out",
+             str(tmp_path / "o.zarr")], stdout=subprocess.PIPE, stderr=slave, text=True)
+        os.close(slave)
+        chunks = []
+        while True:
+            try:
+                data = os.read(master, 4096)
+            except OSError:  # the terminal closed with the process
+                break
+            if not data:
+                break
+            chunks.append(data)
+        proc.wait(timeout=300)
+    finally:
+        os.close(master)
+    err = b"".join(chunks).decode(errors="replace")
+    assert proc.returncode == 0, err
+    assert "% Completed" in err and "scoring and writing" in err
+
+
+def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 240) -> None:
+    end = time.time() + timeout
+    while time.time() < end:
+        if predicate():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"the job ended (status {proc.returncode}) before the kill: "
+                                 f"{proc.stderr.read() if proc.stderr else ''}")
+        time.sleep(0.01)
+    proc.kill()
+    raise AssertionError("timed out waiting for the job")
+
+
+def _temporaries(directory: Path, name: str) -> list[Path]:
+    return sorted(directory.glob(f"{name}{TMP_MARK}*"))
+
+
+def test_sigkill_mid_write_leaves_no_output(tmp_path, big_store):
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daskdepth", "score", str(big_store), "--out", str(out),
+         "--n-directions", "600", "--scheduler", "threads", "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+    def writing() -> bool:  # the depth array's metadata is written before its chunks
+        return any((t / "depth" / "zarr.json").exists() for t in _temporaries(tmp_path, "out.zarr"))
+
+    _wait_for(writing, proc)
+    proc.send_signal(signal.SIGKILL)
+    proc.wait(timeout=60)
+    assert proc.returncode == -signal.SIGKILL
+    assert not out.exists()
+    (leftover,) = _temporaries(tmp_path, "out.zarr")
+    assert leftover.name.startswith(f"out.zarr{TMP_MARK}{proc.pid}-")
+    # the next run on the same output removes it
+    small = _array_store(tmp_path / "small.zarr", _data(300))
+    assert main(["score", str(small), "--out", str(out), "-q", *SYNC]) == 0
+    assert _names(tmp_path) == ["out.zarr", "small.zarr"]
+    assert _open(out)["depth"].shape == (300,)
+
+
+def test_sigkill_while_overwriting_keeps_old_output(tmp_path, big_store):
+    out = tmp_path / "out.zarr"
+    small = _array_store(tmp_path / "small.zarr", _data(300))
+    assert main(["score", str(small), "--out", str(out), "--seed", "9", "-q", *SYNC]) == 0
+    before = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daskdepth", "score", str(big_store), "--out", str(out),
+         "--overwrite", "--scheduler", "threads", "-q"],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    _wait_for(lambda: bool(_temporaries(tmp_path, "out.zarr")), proc)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait(timeout=60)
+    after = {p.relative_to(out): p.read_bytes() for p in out.rglob("*") if p.is_file()}
+    assert after == before
+    assert _open(out).attrs["seed"] == 9
+    assert len(_temporaries(tmp_path, "out.zarr")) == 1
+    assert main(["score", str(small), "--out", str(out), "--overwrite", "--seed", "10", "-q",
+                 *SYNC]) == 0
+    assert _names(tmp_path) == ["out.zarr", "small.zarr"]
+    assert _open(out).attrs["seed"] == 10

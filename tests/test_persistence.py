@@ -1,0 +1,291 @@
+"""Saving and loading fitted models as Zarr groups (no pickle)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+import xarray as xr
+import zarr
+from sklearn.exceptions import NotFittedError
+
+import daskdepth
+from daskdepth._io import OutputError
+from daskdepth._persistence import (
+    ATTR,
+    FORMAT_VERSION,
+    ModelFormatError,
+    read_attributes,
+    save_model,
+)
+
+
+def _data(n: int = 600, d: int = 3, seed: int = 0) -> np.ndarray:
+    rng = np.random.default_rng(seed)
+    return rng.normal(size=(n, d)) @ (np.eye(d) + 0.3 * rng.normal(size=(d, d)))
+
+
+def _fitted_state(model) -> dict:
+    params = set(model.get_params())
+    return {k: v for k, v in vars(model).items() if k not in params}
+
+
+def _assert_same_state(a, b) -> None:
+    sa, sb = _fitted_state(a), _fitted_state(b)
+    assert sorted(sa) == sorted(sb)
+    for key in sa:
+        _assert_equal(sa[key], sb[key], key)
+
+
+def _assert_equal(x, y, where: str) -> None:
+    if isinstance(x, np.ndarray):
+        assert isinstance(y, np.ndarray) and x.dtype == y.dtype, where
+        np.testing.assert_array_equal(x, y, err_msg=where)
+    elif dataclasses.is_dataclass(x):
+        assert type(x) is type(y), where
+        for f in dataclasses.fields(x):
+            _assert_equal(getattr(x, f.name), getattr(y, f.name), f"{where}.{f.name}")
+    elif isinstance(x, (list, tuple)):
+        assert len(x) == len(y), where
+        for i, (u, v) in enumerate(zip(x, y, strict=True)):
+            _assert_equal(u, v, f"{where}[{i}]")
+    else:
+        assert x == y or (x != x and y != y), where
+
+
+def _set_doc(path, mutate) -> None:
+    group = zarr.open_group(str(path), mode="r+")
+    doc = dict(group.attrs)[ATTR]
+    mutate(doc)
+    group.attrs[ATTR] = doc
+
+
+# --------------------------------------------------------------------------- round trips
+
+
+@pytest.mark.parametrize("cls", [daskdepth.AIIRW, daskdepth.IRW])
+def test_round_trip_scores_identically(tmp_path, cls):
+    X, Y = _data(), _data(300, seed=1) * 2
+    model = cls(n_directions=64, contamination=0.05, random_state=0).fit(X)
+    path = model.save(tmp_path / "model.zarr")
+    assert path == (tmp_path / "model.zarr").resolve()
+    loaded = daskdepth.load(path)
+    assert type(loaded) is cls
+    assert loaded.get_params() == model.get_params()
+    _assert_same_state(model, loaded)
+    np.testing.assert_array_equal(loaded.score_samples(Y), model.score_samples(Y))
+    np.testing.assert_array_equal(loaded.predict(Y), model.predict(Y))
+    np.testing.assert_array_equal(loaded.decision_function(Y), model.decision_function(Y))
+
+
+def test_round_trip_after_distributed_passes(tmp_path):
+    """A model fitted by the chunked passes (more rows than the in-memory path takes)."""
+    X = da.from_array(_data(70_000, 2, seed=3), chunks=(20_000, 2))
+    with dask.config.set(scheduler="threads"):
+        model = daskdepth.AIIRW(n_directions=32, tol=1e-3, random_state=1).fit(X)
+        assert model.n_passes_ >= 1
+        model.save(tmp_path / "m.zarr")
+        loaded = daskdepth.load(tmp_path / "m.zarr")
+        Y = _data(2000, 2, seed=4)
+        np.testing.assert_array_equal(loaded.score_samples(Y), model.score_samples(Y))
+    _assert_same_state(model, loaded)
+
+
+def test_feature_names_and_lazy_scoring_survive(tmp_path):
+    X = xr.DataArray(_data(), dims=("sample", "feature"),
+                     coords={"feature": ["temp", "wind", "rain"]})
+    model = daskdepth.AIIRW(random_state=0).fit(X)
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    assert list(loaded.feature_names_in_) == ["temp", "wind", "rain"]
+    assert loaded.feature_names_in_.dtype == object
+    Y = da.from_array(_data(500, seed=2), chunks=100)
+    out = loaded.score_samples(Y)
+    assert isinstance(out, da.Array) and out.chunks == ((100,) * 5,)
+    np.testing.assert_array_equal(out.compute(), model.score_samples(Y).compute())
+
+
+def test_precomputed_covariance_parameter(tmp_path):
+    cov = np.array([[2.0, 0.3, 0.0], [0.3, 1.0, 0.1], [0.0, 0.1, 0.5]])
+    model = daskdepth.AIIRW(covariance=cov, random_state=0).fit(_data())
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(loaded.covariance, cov)
+    np.testing.assert_array_equal(loaded.score_samples(_data(50, seed=9)),
+                                  model.score_samples(_data(50, seed=9)))
+
+
+def test_nan_policy_omit_round_trip(tmp_path):
+    X = _data()
+    X[[3, 10]] = np.nan
+    model = daskdepth.IRW(nan_policy="omit", random_state=0).fit(X)
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    out = loaded.score_samples(X)
+    assert np.isnan(out[[3, 10]]).all()
+    np.testing.assert_array_equal(out, model.score_samples(X))
+
+
+def test_random_state_object_is_not_pickled(tmp_path):
+    model = daskdepth.IRW(random_state=np.random.RandomState(5)).fit(_data())
+    with pytest.warns(UserWarning, match="random_state=RandomState.*cannot be stored"):
+        model.save(tmp_path / "m.zarr")
+    loaded = daskdepth.load(tmp_path / "m.zarr")
+    assert loaded.random_state is None
+    np.testing.assert_array_equal(loaded.score_samples(_data(40, seed=2)),
+                                  model.score_samples(_data(40, seed=2)))
+    assert "random_state" in read_attributes(tmp_path / "m.zarr")["unstored_params"]
+
+
+def test_store_is_arrays_and_json_only(tmp_path):
+    model = daskdepth.AIIRW(random_state=0).fit(_data())
+    path = model.save(tmp_path / "m.zarr")
+    group = zarr.open_group(str(path), mode="r")
+    kinds = set()
+
+    def walk(g):
+        for _, arr in g.arrays():
+            kinds.add(np.dtype(arr.dtype).kind)
+        for _, sub in g.groups():
+            walk(sub)
+
+    walk(group)
+    assert kinds <= set("biuf")
+    doc = read_attributes(path)
+    json.dumps(doc, allow_nan=False)
+    assert doc["format"] == "daskdepth-model" and doc["format_version"] == FORMAT_VERSION
+    assert doc["estimator"] == "AIIRW" and doc["params"]["random_state"] == 0
+    assert doc["versions"]["daskdepth"] == daskdepth.__version__ and "dask" in doc["versions"]
+    for name in ("location_", "covariance_", "directions_", "summary_"):
+        assert name in doc["state"]
+    # one array per summary field however many direction blocks there are
+    assert len(model.summary_.blocks) > 1
+    n_arrays = sum(1 for _ in group.arrays()) + sum(1 for _ in _all_arrays(group))
+    assert n_arrays < 40
+
+
+def _all_arrays(group):
+    for _, sub in group.groups():
+        yield from sub.arrays()
+        yield from _all_arrays(sub)
+
+
+def test_metadata_is_kept(tmp_path):
+    model = daskdepth.IRW(random_state=0).fit(_data())
+    save_model(model, tmp_path / "m.zarr", metadata={"input_path": "/data/x.zarr",
+                                                     "shape": np.array([600, 3])})
+    assert read_attributes(tmp_path / "m.zarr")["metadata"] == {
+        "input_path": "/data/x.zarr", "shape": [600, 3]}
+
+
+# --------------------------------------------------------------------------- refusals
+
+
+def test_save_rules(tmp_path):
+    with pytest.raises(NotFittedError):
+        daskdepth.AIIRW().save(tmp_path / "m.zarr")
+    assert not (tmp_path / "m.zarr").exists()
+    model = daskdepth.IRW(random_state=0).fit(_data())
+    model.save(tmp_path / "m.zarr")
+    with pytest.raises(OutputError, match="already exists"):
+        model.save(tmp_path / "m.zarr")
+    other = daskdepth.IRW(random_state=1).fit(_data())
+    other.save(tmp_path / "m.zarr", overwrite=True)
+    assert daskdepth.load(tmp_path / "m.zarr").random_state == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.zarr"]
+    with pytest.raises(TypeError, match="can only save daskdepth estimators"):
+        save_model(object(), tmp_path / "x.zarr")
+
+
+@pytest.fixture
+def saved(tmp_path):
+    model = daskdepth.AIIRW(n_directions=40, random_state=0).fit(_data())
+    return model.save(tmp_path / "m.zarr")
+
+
+def test_load_missing_and_foreign(tmp_path):
+    with pytest.raises(FileNotFoundError, match="does not exist"):
+        daskdepth.load(tmp_path / "nothing.zarr")
+    zarr.create_array(str(tmp_path / "a.zarr"), data=np.zeros(3))
+    with pytest.raises(ModelFormatError, match="not a daskdepth model"):
+        daskdepth.load(tmp_path / "a.zarr")
+    (tmp_path / "dir").mkdir()
+    with pytest.raises(ModelFormatError, match="not a daskdepth model"):
+        daskdepth.load(tmp_path / "dir")
+
+
+def test_newer_format_version_is_refused(saved):
+    _set_doc(saved, lambda d: d.update(format_version=FORMAT_VERSION + 1))
+    with pytest.raises(ModelFormatError, match=r"format version 2.*upgrade daskdepth"):
+        daskdepth.load(saved)
+
+
+def test_modified_array_is_detected(saved):
+    arr = zarr.open_array(str(saved / "state" / "directions_"), mode="r+")
+    arr[0, 0] = arr[0, 0] + 1e-12
+    with pytest.raises(ModelFormatError, match="corrupted.*'state/directions_'.*checksum"):
+        daskdepth.load(saved)
+
+
+def test_missing_array_is_detected(saved):
+    import shutil
+
+    shutil.rmtree(saved / "state" / "location_")
+    with pytest.raises(ModelFormatError, match="corrupted.*'state/location_' is missing"):
+        daskdepth.load(saved)
+
+
+def test_truncated_chunk_is_detected(saved):
+    chunks = [p for p in (saved / "state" / "directions_").rglob("*")
+              if p.is_file() and p.name != "zarr.json"]
+    chunks[0].write_bytes(chunks[0].read_bytes()[:10])
+    with pytest.raises(ModelFormatError, match="corrupted"):
+        daskdepth.load(saved)
+
+
+def test_malformed_attributes_are_detected(saved):
+    _set_doc(saved, lambda d: d.pop("state"))
+    with pytest.raises(ModelFormatError, match="corrupted.*attributes"):
+        daskdepth.load(saved)
+
+
+def test_unknown_estimator_or_class_is_refused(saved):
+    _set_doc(saved, lambda d: d.update(estimator="Pickled"))
+    with pytest.raises(ModelFormatError, match="'Pickled'"):
+        daskdepth.load(saved)
+
+
+def test_classes_outside_daskdepth_are_refused(saved):
+    def mutate(doc):
+        node = doc["state"]["summary_"]
+        doc["classes"]["os:PathLike"] = doc["classes"].pop(node["class"])
+        node["class"] = "os:PathLike"
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match="not part of daskdepth"):
+        daskdepth.load(saved)
+
+
+def test_changed_summary_layout_is_refused(saved):
+    def mutate(doc):
+        name = doc["state"]["summary_"]["class"]
+        doc["classes"][name] = [*doc["classes"][name], "extra"]
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match="another summary layout"):
+        daskdepth.load(saved)
+
+
+def test_inconsistent_state_is_refused(saved):
+    _set_doc(saved, lambda d: d["state"].update(n_features_in_=7))
+    with pytest.raises(ModelFormatError, match="directions_ has shape"):
+        daskdepth.load(saved)
+
+
+def test_loading_never_writes(saved):
+    before = {p: p.stat().st_mtime_ns for p in saved.rglob("*")}
+    daskdepth.load(saved)
+    assert {p: p.stat().st_mtime_ns for p in saved.rglob("*")} == before
+    assert os.listdir(saved.parent) == ["m.zarr"]
