@@ -524,12 +524,14 @@ def write_dataset(ds: Any, path: str | os.PathLike[str], *,
     """
     import xarray as xr
 
+    ds = ds.copy(deep=False)  # encodings are reset below, not on the caller's variables
     fixed = {}
     for name, var in ds.variables.items():
         if isinstance(var.data, da.Array) and var.ndim == 1:
             fixed[name] = xr.Variable(var.dims, uniform_chunks(var.data), var.attrs)
-    if fixed:
-        ds = ds.assign({k: v for k, v in fixed.items() if k in ds.data_vars})
+    data_vars = {k: v for k, v in fixed.items() if k in ds.data_vars}
+    coords = {k: v for k, v in fixed.items() if k in ds.coords and k not in ds.indexes}
+    ds = ds.assign(data_vars).assign_coords(coords)
     for var in ds.variables.values():
         var.encoding = {}
     with quiet_zarr():

@@ -307,9 +307,10 @@ class Runner:
     schedulers; anything else is the address of a running scheduler.
     """
 
-    def __init__(self, address: str | None, ui: UI) -> None:
+    def __init__(self, address: str | None, ui: UI, debug: bool = False) -> None:
         self.address = address
         self.ui = ui
+        self.debug = debug
         self.client: Any = None
         self.cluster: Any = None
         self._stack = contextlib.ExitStack()
@@ -326,7 +327,8 @@ class Runner:
 
             if address:
                 try:
-                    self.client = Client(address, timeout="20s", set_as_default=True)
+                    timeout = dask.config.get("distributed.comm.timeouts.connect", "30s")
+                    self.client = Client(address, timeout=timeout, set_as_default=True)
                 except (OSError, TimeoutError) as exc:
                     raise ConnectionError(f"cannot connect to the Dask scheduler at "
                                           f"{address!r}: {exc}") from None
@@ -335,8 +337,9 @@ class Runner:
             else:
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # e.g. the dashboard port is taken
-                    self.cluster = LocalCluster(processes=False, dashboard_address=":8787",
-                                                silence_logs=logging.ERROR)
+                    self.cluster = LocalCluster(
+                        processes=False, dashboard_address=":8787",
+                        silence_logs=logging.WARNING if self.debug else logging.CRITICAL)
                 self.client = Client(self.cluster, set_as_default=True)
                 nthreads = sum(self.client.nthreads().values())
                 link = self.client.dashboard_link
@@ -502,7 +505,7 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> tuple[Pa
     model = _make_model(args, seed)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
-            Runner(args.scheduler, ui) as runner:
+            Runner(args.scheduler, ui, getattr(args, "debug", False)) as runner:
         _fit(runner, ui, model, source)
         attrs = _job_attrs(model, "score", argv)
         attrs.update(_input_attrs(source))
@@ -526,7 +529,7 @@ def _cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     source = _open(args.input, args.array, min_rows=2)
     seed = args.seed if args.seed is not None else secrets.randbelow(2**31)
     model = _make_model(args, seed)
-    with Runner(args.scheduler, ui) as runner:
+    with Runner(args.scheduler, ui, getattr(args, "debug", False)) as runner:
         elapsed = _fit(runner, ui, model, source)
     metadata = {"command_line": shlex.join(["daskdepth", *argv]),
                 "contamination_given": args.contamination is not None, "seed": seed}
@@ -552,7 +555,7 @@ def _cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         contamination = float(model.contamination)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input, args.model]) as out, \
-            Runner(args.scheduler, ui) as runner:
+            Runner(args.scheduler, ui, getattr(args, "debug", False)) as runner:
         attrs = _job_attrs(model, "apply", argv)
         attrs.update(_input_attrs(source))
         attrs["model_path"] = args.model if "://" in args.model else str(
@@ -719,6 +722,7 @@ def _cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     else:
         workdir = Path(tempfile.mkdtemp(prefix="daskdepth-demo-"))
         out, keep = str(workdir / "demo-depth.zarr"), True
+    ok = False
     try:
         source = workdir / "demo-input.zarr"
         planted = _write_demo_input(source, args.rows)
@@ -727,13 +731,15 @@ def _cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         job = argparse.Namespace(input=str(source), out=out, array="X", depth="ai-irw",
                                  n_directions=None, covariance="sample", tol=1e-4, seed=0,
                                  contamination=DEMO_OUTLIERS, nan_policy="raise",
-                                 scheduler=args.scheduler, overwrite=args.overwrite)
+                                 scheduler=args.scheduler, overwrite=args.overwrite,
+                                 debug=args.debug)
         target, model, elapsed = run_score(job, ui, argv)
         with quiet_zarr():
             depth = xr.open_zarr(str(target))["depth"].values
         auroc = _auroc(-depth, planted)
+        ok = True
     finally:
-        if not keep:
+        if not (keep and ok):
             shutil.rmtree(workdir, ignore_errors=True)
     print(f"daskdepth demo: AI-IRW depth of {args.rows:,} rows x {DEMO_FEATURES} features "
           f"({int(planted.sum()):,} planted outliers)")

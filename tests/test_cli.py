@@ -440,6 +440,27 @@ def test_process_with_default_local_cluster(tmp_path):
         "(or overwrite=True) to replace it"]
 
 
+def test_existing_scheduler(tmp_path):
+    from distributed import LocalCluster
+
+    x = _data()
+    src = _array_store(tmp_path / "in.zarr", x)
+    with LocalCluster(processes=False, n_workers=1, threads_per_worker=2, protocol="tcp://",
+                      host="127.0.0.1", dashboard_address=":0") as cluster:
+        proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--seed", "3",
+                    "--scheduler", cluster.scheduler_address)
+    assert proc.returncode == 0, proc.stderr
+    assert f"connected to the Dask scheduler at {cluster.scheduler_address}" in proc.stderr
+    np.testing.assert_array_equal(_open(tmp_path / "o.zarr")["depth"].values,
+                                  daskdepth.score(x, random_state=3))
+    env = {**os.environ, "DASK_DISTRIBUTED__COMM__TIMEOUTS__CONNECT": "1s"}
+    proc = _run("score", str(src), "--out", str(tmp_path / "p.zarr"), "--scheduler",
+                "tcp://127.0.0.1:1", env=env)
+    assert proc.returncode == 1
+    assert "cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1'" in proc.stderr
+    assert _names(tmp_path) == ["in.zarr", "o.zarr"]
+
+
 def test_failure_exit_1_and_debug_traceback(tmp_path):
     proc = _run("score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"))
     assert proc.returncode == 1

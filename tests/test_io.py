@@ -356,15 +356,20 @@ def test_kill_between_renames_keeps_old_output(tmp_path, monkeypatch):
 def test_write_dataset_fixes_irregular_chunks(tmp_path):
     depth = da.from_array(np.linspace(0, 0.5, 1000), chunks=((300, 200, 500),))
     assert uniform_chunks(depth).chunks == ((500, 500),)
-    ds = xr.Dataset({"depth": ("sample", depth)}, coords={"sample": np.arange(1000)},
+    station = da.from_array(np.arange(1000) % 7, chunks=((100, 900),))
+    ds = xr.Dataset({"depth": ("sample", depth)},
+                    coords={"sample": np.arange(1000), "station": ("sample", station)},
                     attrs={"method": "ai-irw", "input_shape": [1000, 3]})
+    ds["depth"].encoding = {"chunks": (7,), "compressor": None}  # stale, from an input store
     (tmp_path / "out.zarr").mkdir()
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         write_dataset(ds, tmp_path / "out.zarr")
         back = xr.open_zarr(str(tmp_path / "out.zarr"))
     np.testing.assert_array_equal(back["depth"].values, depth.compute())
+    np.testing.assert_array_equal(back["station"].values, np.arange(1000) % 7)
     assert back.attrs["input_shape"] == [1000, 3]
+    assert ds["depth"].encoding == {"chunks": (7,), "compressor": None}  # caller's untouched
 
 
 def test_write_dataset_uses_the_given_compute(tmp_path):
