@@ -480,7 +480,7 @@ def _fit(runner: Runner, ui: UI, model: Any, source: Any) -> float:
         model.fit(source.data)
     elapsed = time.time() - start
     ui.status(f"fitted in {elapsed:.1f} s: {model.n_directions_} directions, certified error "
-              f"bound {model.error_bound_:.3g}, {model.n_passes_} pass(es) over the data")
+              f"bound {model.error_bound_:.3g}, {model.n_passes_ + 1} pass(es) over the data")
     return elapsed
 
 
@@ -495,8 +495,12 @@ def _open(path: str, array: str | None, min_rows: int = 1) -> Any:
     return source
 
 
-def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> tuple[Path, Any, float]:
-    """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT."""
+def run_score(args: argparse.Namespace, ui: UI,
+              argv: Sequence[str]) -> tuple[Path, Any, float, int]:
+    """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT.
+
+    Returns the output path, the fitted model, the seconds taken and the rows scored.
+    """
     from ._io import SafeOutput, check_output
 
     check_output(args.out, inputs=[args.input], overwrite=args.overwrite)
@@ -511,13 +515,13 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> tuple[Pa
         attrs.update(_input_attrs(source))
         _write_depth(runner, ui, model, source, out, args.contamination, attrs)
         target = out.commit()
-    return target, model, time.time() - start
+    return target, model, time.time() - start, source.shape[0]
 
 
 def _cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
-    target, model, elapsed = run_score(args, ui, argv)
-    ui.result(f"wrote the {model._depth_kind.upper()} depth of {model.n_samples_fit_:,} rows to "
-              f"{target} in {elapsed:.1f} s (error bound {model.error_bound_:.3g})")
+    target, model, elapsed, rows = run_score(args, ui, argv)
+    ui.result(f"wrote the {model._depth_kind.upper()} depth of {rows:,} rows to {target} in "
+              f"{elapsed:.1f} s (error bound {model.error_bound_:.3g})")
     return 0
 
 
@@ -733,7 +737,7 @@ def _cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
                                  contamination=DEMO_OUTLIERS, nan_policy="raise",
                                  scheduler=args.scheduler, overwrite=args.overwrite,
                                  debug=args.debug)
-        target, model, elapsed = run_score(job, ui, argv)
+        target, model, elapsed, _ = run_score(job, ui, argv)
         with quiet_zarr():
             depth = xr.open_zarr(str(target))["depth"].values
         auroc = _auroc(-depth, planted)
@@ -744,7 +748,7 @@ def _cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     print(f"daskdepth demo: AI-IRW depth of {args.rows:,} rows x {DEMO_FEATURES} features "
           f"({int(planted.sum()):,} planted outliers)")
     print(f"  time:        {elapsed:.1f} s (fit and score, {model.n_directions_} directions, "
-          f"{model.n_passes_} pass(es) over the data)")
+          f"{model.n_passes_ + 1} pass(es) over the data)")
     print(f"  error bound: {model.error_bound_:.3g} (certified, tol 1e-4)")
     print(f"  AUROC:       {auroc:.4f} (low depth vs the planted outliers)")
     print(f"  output:      {target}")
