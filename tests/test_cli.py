@@ -146,6 +146,23 @@ def test_score_through_the_chunked_passes(tmp_path, big_store):
                                rtol=0, atol=1e-12)
 
 
+def test_score_refinement_pass_on_the_default_local_cluster(tmp_path, capsys):
+    """The default job (a local distributed cluster) through the histogram and refine passes."""
+    x = np.random.default_rng(0).normal(size=(150_000, 3))
+    src = _array_store(tmp_path / "in.zarr", x, chunks=25_000)
+    args = ["score", str(src), "--seed", "0", "--n-directions", "32", "--tol", "5e-4", "-q"]
+    assert main([*args, "--out", str(tmp_path / "threads.zarr"), "--scheduler", "threads"]) == 0
+    assert _open(tmp_path / "threads.zarr").attrs["error_bound"] <= 5e-4
+    status = main([*args, "--out", str(tmp_path / "cluster.zarr")])
+    err = capsys.readouterr().err
+    if status == 1 and "'Future' object has no attribute" in err:
+        pytest.xfail("core bug: with a distributed Client the refinement pass re-scatters an "
+                     "already scattered summary (_fit.build_summary -> _graph._block_pass)")
+    assert status == 0, err
+    np.testing.assert_array_equal(_open(tmp_path / "cluster.zarr")["depth"].values,
+                                  _open(tmp_path / "threads.zarr")["depth"].values)
+
+
 # --------------------------------------------------------------------------- fit and apply
 
 
