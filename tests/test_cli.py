@@ -575,3 +575,16 @@ def test_sigkill_while_overwriting_keeps_old_output(tmp_path, big_store):
                  *SYNC]) == 0
     assert _names(tmp_path) == ["out.zarr", "small.zarr"]
     assert _open(out).attrs["seed"] == 10
+
+
+def test_sigterm_removes_the_temporary(tmp_path, big_store):
+    out = tmp_path / "out.zarr"
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "daskdepth", "score", str(big_store), "--out", str(out),
+         "--scheduler", "threads", "-q"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    _wait_for(lambda: bool(_temporaries(tmp_path, "out.zarr")), proc)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 143 and err.strip() == "daskdepth: terminated"
+    assert list(tmp_path.iterdir()) == []
