@@ -25,6 +25,12 @@ def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
     """
     cov = np.asarray(covariance, dtype=np.float64)
     d = cov.shape[0]
+    if not np.isfinite(cov).all():
+        raise ValueError(
+            "the covariance of the reference data overflows float64: the values are too large "
+            "in scale (squares above 1e308); rescale the features, e.g. divide them by a "
+            "common factor"
+        )
     vals, vecs = np.linalg.eigh((cov + cov.T) / 2)
     top = vals.max(initial=0.0)
     if not np.isfinite(top) or top <= 0:

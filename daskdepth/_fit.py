@@ -223,6 +223,13 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
                                        seed=seed, token=token)
     w, rank = None, d
     if depth == "ai-irw":
+        if not cov.any() and np.ptp(mom.sample, axis=0).any():
+            raise ValueError(
+                "the covariance of the reference data underflows to zero although the rows "
+                f"differ: the values are too small in scale (largest |x| about "
+                f"{np.abs(mom.sample).max():.1e}) for float64 squares; rescale the features, "
+                "e.g. multiply them by a common factor"
+            )
         w, rank = whitening(cov)
         if rank < d:
             warnings.warn(

@@ -188,13 +188,15 @@ def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int,
                 extra: Sequence[Sequence[Any]] | None, token: str, verb: str) -> list[Delayed]:
     """One task per (row chunk, direction block), reduced over row chunks per block.
 
-    ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockSummary`
-    or a Delayed one built by earlier tasks of the same graph.
+    ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockSummary`,
+    a Delayed one built by earlier tasks of the same graph, or a scattered Future.
     """
     row_parts, _ = row_blocks(x)
     outs = []
     for b, (j0, j1, tree) in enumerate(blocks):
-        ref = tree if isinstance(tree, Delayed) else broadcast(tree, f"daskdepth-tree-{token}-{b}")
+        # Summaries are broadcast once; Delayed ones and Futures are already references.
+        ref = (broadcast(tree, f"daskdepth-tree-{token}-{b}")
+               if isinstance(tree, BlockSummary) else tree)
         v = np.ascontiguousarray(directions[j0:j1])
         more = tuple(extra[b]) if extra is not None else ()
         parts = [

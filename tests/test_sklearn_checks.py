@@ -23,19 +23,8 @@ DESIGN = {
     ),
 }
 
-#: Checks that fail because of a bug (see tests/test_validation.py::test_sparse_input_message).
-BUGS = {
-    name: (
-        "bug: scipy.sparse input raises 'setting an array element with a sequence' from "
-        "np.asarray instead of an error that says sparse input is not supported"
-    )
-    for name in ("check_estimator_sparse_tag", "check_estimator_sparse_array",
-                 "check_estimator_sparse_matrix")
-}
-
-
 def _expected_failed_checks(estimator):
-    return {**DESIGN, **BUGS}
+    return dict(DESIGN)
 
 
 @parametrize_with_checks(

@@ -150,10 +150,6 @@ def test_constant_data_for_ai_irw():
         daskdepth.AIIRW(n_directions=5).fit(np.ones((20, 2)))
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: when the scatter matrix underflows (values ~1e-300) the error says 'every feature "
-    "is constant', and when it overflows (values ~1e200) numpy's LinAlgError 'Eigenvalues "
-    "did not converge' escapes; neither names the scale of the data or suggests rescaling"))
 @pytest.mark.parametrize("scale", [1e200, 1e-300])
 def test_extreme_scale_error_names_the_scale(x, scale):
     with warnings.catch_warnings():
@@ -307,9 +303,6 @@ def test_dataset_message_names_an_existing_fix(x):
         assert hasattr(daskdepth, name), name
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "bug: scipy.sparse input fails inside np.asarray with 'setting an array element with "
-    "a sequence' instead of a message naming sparse input and the fix (.toarray())"))
 def test_sparse_input_message():
     sparse = pytest.importorskip("scipy.sparse")
     xs = sparse.random(30, 3, density=0.5, format="csr", random_state=0)
