@@ -11,8 +11,11 @@ all rows, whitened by a Minimum Covariance Determinant covariance, with
   on the NumPy array, and on a chunked dask array.
 
 Times are wall-clock medians over ``--repeat`` runs in the same process, on
-the same machine, after one warm-up (JIT loading).  AUROC uses the labels
-(low depth = anomaly).
+the same machine, after one warm-up (JIT loading).  Both sides run under each
+``--blas-threads`` setting (default: the library default, then one thread;
+on a machine whose cores are shared, multi-threaded BLAS on small matrices
+can be several times slower than one thread).  AUROC uses the labels (low
+depth = anomaly).
 
 Usage::
 
@@ -23,6 +26,7 @@ Usage::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import math
 import time
 from pathlib import Path
@@ -31,6 +35,7 @@ import dask.array as da
 import numpy as np
 from sklearn.covariance import MinCovDet
 from sklearn.metrics import roc_auc_score
+from threadpoolctl import threadpool_limits
 
 import daskdepth
 
@@ -88,33 +93,42 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=["smtp", "satimage-2"])
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--baseline-repeat", type=int, default=1)
+    parser.add_argument("--blas-threads", nargs="+", default=["default", "1"],
+                        help="BLAS thread settings to run both sides under ('default' or a "
+                             "number, set with threadpoolctl)")
     args = parser.parse_args()
     warm = np.random.default_rng(0).normal(size=(3000, 3))
     ours(warm, 0)
     ours(da.from_array(warm, chunks=(500, 3)), 0)
     rows = []
-    for name in args.sets:
-        z = np.load(args.data / f"{name}.npz")
-        x, y = np.asarray(z["X"], dtype=np.float64), np.asarray(z["y"])
-        xd = da.from_array(x, chunks=(max(4096, math.ceil(x.shape[0] / 8)), x.shape[1]))
-        base_t, (b_depth, t_mcd, t_depth) = timed(lambda x=x: baseline(x, 0),
-                                                   args.baseline_repeat)
-        np_t, o_depth = timed(lambda x=x: ours(x, 0), args.repeat)
-        dk_t, d_depth = timed(lambda xd=xd: ours(xd, 0), args.repeat)
-        rows.append((name, x.shape, base_t, t_mcd, t_depth, np_t, dk_t,
-                     roc_auc_score(y, -b_depth), roc_auc_score(y, -o_depth),
-                     roc_auc_score(y, -d_depth)))
-        print(f"{name}: baseline {base_t:.2f}s (MinCovDet {t_mcd:.2f}s + exact depth "
-              f"{t_depth:.2f}s), daskdepth {np_t:.2f}s (numpy) / {dk_t:.2f}s (dask)", flush=True)
+    for blas in args.blas_threads:
+        limit = (contextlib.nullcontext() if blas == "default"
+                 else threadpool_limits(limits=int(blas), user_api="blas"))
+        with limit:
+            for name in args.sets:
+                z = np.load(args.data / f"{name}.npz")
+                x, y = np.asarray(z["X"], dtype=np.float64), np.asarray(z["y"])
+                xd = da.from_array(x, chunks=(max(4096, math.ceil(x.shape[0] / 8)),
+                                              x.shape[1]))
+                base_t, (b_depth, t_mcd, t_depth) = timed(lambda x=x: baseline(x, 0),
+                                                           args.baseline_repeat)
+                np_t, o_depth = timed(lambda x=x: ours(x, 0), args.repeat)
+                dk_t, d_depth = timed(lambda xd=xd: ours(xd, 0), args.repeat)
+                rows.append((blas, name, x.shape, base_t, t_mcd, t_depth, np_t, dk_t,
+                             roc_auc_score(y, -b_depth), roc_auc_score(y, -o_depth),
+                             roc_auc_score(y, -d_depth)))
+                print(f"[BLAS threads {blas}] {name}: baseline {base_t:.2f}s (MinCovDet "
+                      f"{t_mcd:.2f}s + exact depth {t_depth:.2f}s), daskdepth {np_t:.2f}s "
+                      f"(numpy) / {dk_t:.2f}s (dask)", flush=True)
     print()
-    print("| data set | n x d | MinCovDet + exact depth (s) | of which MinCovDet (s) | "
-          "daskdepth numpy (s) | daskdepth dask (s) | speed-up (numpy) | speed-up (dask) | "
+    print("| BLAS threads | data set | n x d | MinCovDet + exact depth (s) | of which MinCovDet "
+          "(s) | daskdepth numpy (s) | daskdepth dask (s) | speed-up (numpy) | speed-up (dask) | "
           "AUROC baseline | AUROC daskdepth numpy | AUROC daskdepth dask |")
-    print("|" + "---|" * 11)
-    for (name, (n, d), base_t, t_mcd, _t_depth, np_t, dk_t, a_b, a_n, a_d) in rows:
-        print(f"| {name} | {n} x {d} | {base_t:.2f} | {t_mcd:.2f} | {np_t:.2f} | {dk_t:.2f} | "
-              f"{base_t / np_t:.1f}x | {base_t / dk_t:.1f}x | {a_b:.4f} | {a_n:.4f} | "
-              f"{a_d:.4f} |")
+    print("|" + "---|" * 12)
+    for (blas, name, (n, d), base_t, t_mcd, _t_depth, np_t, dk_t, a_b, a_n, a_d) in rows:
+        print(f"| {blas} | {name} | {n} x {d} | {base_t:.2f} | {t_mcd:.2f} | {np_t:.2f} | "
+              f"{dk_t:.2f} | {base_t / np_t:.1f}x | {base_t / dk_t:.1f}x | {a_b:.4f} | "
+              f"{a_n:.4f} | {a_d:.4f} |")
 
 
 if __name__ == "__main__":

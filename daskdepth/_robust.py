@@ -399,7 +399,7 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     h = support_size(n, p, frac)
     raw_factor = R.consistency_factor(p, h / n)
     rw_thr = R.reweight_threshold(p, raw_factor)
-    size = sample_size if sample_size is not None else sample_rows(n, p)
+    size = max(sample_size if sample_size is not None else sample_rows(n, p), 20 * (p + 1))
     sample = subsample(x, seed=seed ^ _STREAM, size=size, token=token)
     z = (sample - mean) @ basis
     rng = np.random.default_rng([seed, _STREAM])
