@@ -202,7 +202,7 @@ class FittedDepth:
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: object,
               tol: float, rng: np.random.RandomState, nan_policy: str) -> FittedDepth:
     """Fit location, covariance, directions and summaries on the rows of ``x``."""
-    from ._covariance import resolve_covariance, whitening
+    from ._covariance import canonical_covariance, resolve_covariance, whitening
     from ._directions import draw_directions
     from ._memory import SummaryMemoryWarning, directions_per_block, summary_memory_message
     from ._validation import nan_message
@@ -219,7 +219,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
             f"only {mom.n} finite rows remain out of {n_total}; a depth reference needs at "
             "least 2"
         )
-    location, cov = resolve_covariance(covariance, mom.n, mom.mean, mom.scatter, d, x=x,
+    location, cov = resolve_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x,
                                        seed=seed, token=token)
     w, rank = None, d
     if depth == "ai-irw":
@@ -230,7 +230,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
                 f"{np.abs(mom.sample).max():.1e}) for float64 squares; rescale the features, "
                 "e.g. multiply them by a common factor"
             )
-        w, rank = whitening(cov)
+        w, rank = whitening(canonical_covariance(cov))
         if rank < d:
             warnings.warn(
                 f"the covariance has rank {rank} < {d} features (some features are linear "

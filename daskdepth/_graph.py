@@ -112,6 +112,12 @@ class ChunkSummary:
     n_bad: int
     bad_rows: np.ndarray
     sample: np.ndarray
+    total: np.ndarray  # column sums as double-double (2, d)
+
+    @property
+    def exact_mean(self) -> np.ndarray:
+        """Mean from the compensated sums: the same bits however the rows are chunked."""
+        return (self.total[0] + self.total[1]) / max(self.n, 1)
 
 
 def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkSummary:
@@ -123,7 +129,7 @@ def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkS
     if p < 1.0:
         keep = finite & (K.row_uniforms(row_start, x.shape[0], seed) < p)
     return ChunkSummary(n, mean, scatter, int(bad.size), row_start + bad[:MAX_BAD_ROWS],
-                        x[keep])
+                        x[keep], K.column_sums_dd(x, finite))
 
 
 def _moments_merge(*parts: ChunkSummary) -> ChunkSummary:
@@ -134,7 +140,7 @@ def _moments_merge(*parts: ChunkSummary) -> ChunkSummary:
         out = ChunkSummary(
             n, mean, scatter, out.n_bad + b.n_bad,
             np.concatenate([out.bad_rows, b.bad_rows])[:MAX_BAD_ROWS],
-            np.concatenate([out.sample, b.sample]),
+            np.concatenate([out.sample, b.sample]), K.add_dd(out.total, b.total),
         )
     return out
 

@@ -310,6 +310,45 @@ def chunk_moments(x: np.ndarray, finite: np.ndarray) -> tuple[int, np.ndarray, n
     return n, xv[0] + mu, z.T @ z
 
 
+@_jit
+def column_sums_dd(x, finite):
+    """Column sums of the finite rows as double-double ``(2, d)``: ``hi`` and ``lo``.
+
+    Compensated (Neumaier) summation: the pair carries about 106 bits, so the
+    rounded sum ``hi + lo`` does not depend on how rows were chunked.
+    """
+    d = x.shape[1]
+    hi = np.zeros(d)
+    lo = np.zeros(d)
+    for i in range(x.shape[0]):
+        if not finite[i]:
+            continue
+        for k in range(d):
+            a = hi[k]
+            b = x[i, k]
+            t = a + b
+            if abs(a) >= abs(b):
+                lo[k] += (a - t) + b
+            else:
+                lo[k] += (b - t) + a
+            hi[k] = t
+    out = np.empty((2, d))
+    for k in range(d):
+        t = hi[k] + lo[k]
+        out[1, k] = lo[k] - (t - hi[k])
+        out[0, k] = t
+    return out
+
+
+def add_dd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Sum of two double-double arrays ``(2, d)`` (TwoSum of the high parts)."""
+    t = a[0] + b[0]
+    bv = t - a[0]
+    err = (a[0] - (t - bv)) + (b[0] - bv) + a[1] + b[1]
+    hi = t + err
+    return np.stack([hi, err - (hi - t)])
+
+
 def merge_moments(a, b):
     """Chan et al. pairwise merge of (count, mean, scatter) triples."""
     na, ma, sa = a
