@@ -73,7 +73,13 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     leaves = np.repeat(np.arange(mb, dtype=np.int64), s)
     summary, stats = empty.split(leaves, p.ravel(), weight=n / s, cap=cap,
                                  stats=stats if exact else None, presorted=True)
-    return summary.with_stats(stats) if exact else summary
+    return finish_summary(summary, stats, leaf_cap(n, tol)) if exact else summary
+
+
+def finish_summary(summary: BlockSummary, stats: LeafStats, cap: int) -> BlockSummary:
+    """Coalesce light neighbouring leaves, then pack the exact statistics for scoring."""
+    summary, stats = summary.coalesced(stats, cap)
+    return summary.with_stats(stats)
 
 
 def refine_summary(summary: BlockSummary, stats: LeafStats,
@@ -82,7 +88,7 @@ def refine_summary(summary: BlockSummary, stats: LeafStats,
     leaves, values = collected
     if leaves.size:
         summary, stats = summary.split(leaves, values, weight=1.0, cap=cap, stats=stats)
-    return summary.with_stats(stats)
+    return finish_summary(summary, stats, cap)
 
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -126,7 +132,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     loose = [t.loose_leaves(st, cap) for t, st in zip(trees, stats, strict=True)]
     todo = [b for b, mask in enumerate(loose) if mask.any()]
     passes = 1
-    trees = [t.with_stats(st) if not loose[b].any() else t
+    trees = [finish_summary(t, st, cap) if not loose[b].any() else t
              for b, (t, st) in enumerate(zip(trees, stats, strict=True))]
     if todo:
         refs = [broadcast(trees[b], f"daskdepth-tree-{token}-{b}") for b in todo]

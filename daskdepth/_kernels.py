@@ -290,6 +290,56 @@ def plan_edges(nodes, values, weight, cap):
             ch_max[:nc])
 
 
+@_jit
+def coalesce_leaves(lptr, bptr, bounds, counts, vmin, vmax, cap):
+    """Merge runs of adjacent leaves whose rows add up to at most ``cap``.
+
+    A merged leaf keeps the first leaf's lower bound, the summed count and the
+    outer minimum and maximum, so its error bound stays within the limit; a leaf
+    heavier than ``cap`` (an atom) is left alone.  Returns the new leaf
+    pointers, bound pointers, bounds, counts, minima and maxima.
+    """
+    mb = lptr.size - 1
+    n_leaves = counts.size
+    keep_bound = np.zeros(bounds.size, dtype=np.bool_)
+    group = np.empty(n_leaves, dtype=np.int64)
+    new_lptr = np.zeros(mb + 1, dtype=np.int64)
+    g = -1
+    for jj in range(mb):
+        cur = 0
+        first = True
+        for k in range(lptr[jj], lptr[jj + 1]):
+            c = counts[k]
+            if first or cur + c > cap or c > cap or cur > cap:
+                g += 1
+                cur = 0
+                if not first:
+                    keep_bound[bptr[jj] + (k - lptr[jj]) - 1] = True
+                first = False
+            cur += c
+            group[k] = g
+        new_lptr[jj + 1] = g + 1
+    n_new = g + 1
+    out_counts = np.zeros(n_new, dtype=np.int64)
+    out_min = np.full(n_new, np.inf)
+    out_max = np.full(n_new, -np.inf)
+    for k in range(n_leaves):
+        gi = group[k]
+        out_counts[gi] += counts[k]
+        if vmin[k] < out_min[gi]:
+            out_min[gi] = vmin[k]
+        if vmax[k] > out_max[gi]:
+            out_max[gi] = vmax[k]
+    new_bptr = np.zeros(mb + 1, dtype=np.int64)
+    for jj in range(mb):
+        kept = 0
+        for b in range(bptr[jj], bptr[jj + 1]):
+            if keep_bound[b]:
+                kept += 1
+        new_bptr[jj + 1] = new_bptr[jj] + kept
+    return new_lptr, new_bptr, bounds[keep_bound], out_counts, out_min, out_max
+
+
 # --------------------------------------------------------------------------- exact helpers
 
 

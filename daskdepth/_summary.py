@@ -148,6 +148,19 @@ class BlockSummary:
         p, leaves = self.leaves(xc, v, valid)
         K.score_leaves(p, leaves, self.packed, n, out)
 
+    def coalesced(self, stats: LeafStats, cap: float) -> tuple[BlockSummary, LeafStats]:
+        """Merge adjacent leaves while they hold at most ``cap`` rows together.
+
+        Leaves are planned with head room for sampling noise; once the counts
+        are exact, merging the light ones roughly halves the summary (memory and
+        lookup cost) without changing the error bound's guarantee.
+        """
+        _, bptr, bounds, counts, vmin, vmax = K.coalesce_leaves(
+            self.lptr, self.bptr, self.bounds, stats.counts, stats.vmin, stats.vmax,
+            float(cap))
+        out = BlockSummary.build(self.j0, self.j1, self.g_lo, self.unit_scale, bptr, bounds)
+        return out, LeafStats(counts, vmin, vmax)
+
     def with_stats(self, stats: LeafStats) -> BlockSummary:
         """Finish with the leaf statistics packed as ``(cum, count, min, max)`` records."""
         lptr = self.lptr
