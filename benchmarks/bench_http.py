@@ -57,11 +57,11 @@ def exact_depth(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> 
     proj = (x - location) @ directions.T
     n, m = proj.shape
     total = np.zeros(n)
-    order = np.argsort(proj, axis=0, kind="stable")
     for j in range(m):
-        s = proj[order[:, j], j]
-        le = np.searchsorted(s, proj[:, j], side="right")
-        ge = n - np.searchsorted(s, proj[:, j], side="left")
+        col = np.ascontiguousarray(proj[:, j])
+        s = np.sort(col)
+        le = np.searchsorted(s, col, side="right")
+        ge = n - np.searchsorted(s, col, side="left")
         total += np.minimum(le, ge)
     return total / (n * m)
 
