@@ -253,8 +253,15 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=3)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
                                   block_size=min(block, DIRECTIONS_PER_BLOCK))
-    rows = max(1024, -(-mom.sample.shape[0] // 8))
-    sample = da.from_array(mom.sample, chunks=(rows, d), name=f"daskdepth-offset-{token}")
+    # offset_ needs at most SAMPLE_SIZE depths (rank error ~1e-3); the sample is in
+    # global row order, so evenly spaced picks are as random and chunking-independent.
+    rows_for_offset = mom.sample
+    if rows_for_offset.shape[0] > SAMPLE_SIZE:
+        pick = np.linspace(0, rows_for_offset.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)
+        rows_for_offset = rows_for_offset[pick]
+    rows = max(1024, -(-rows_for_offset.shape[0] // 8))
+    sample = da.from_array(rows_for_offset, chunks=(rows, d),
+                           name=f"daskdepth-offset-{token}")
     with phase("offset"):
         sample_depth = score_array(sample, summary, raise_nan=False, token=token).compute()
     return FittedDepth(location, cov, w, rank, directions, summary, mom.n, sample_depth, info,
