@@ -53,16 +53,26 @@ def run_daskdepth(data: str, m: int, out: str) -> dict:
 
 
 def exact_depth(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """The paper's algorithm: project, sort each direction, tie-aware ranks."""
+    """The paper's algorithm: project, argsort each direction, tie-aware ranks.
+
+    After the sort, each run of equal projections gets ``#{<= p}`` (end of the
+    run) and ``#{>= p}`` (n minus its start) in one linear sweep.
+    """
     proj = (x - location) @ directions.T
     n, m = proj.shape
     total = np.zeros(n)
     for j in range(m):
         col = np.ascontiguousarray(proj[:, j])
-        s = np.sort(col)
-        le = np.searchsorted(s, col, side="right")
-        ge = n - np.searchsorted(s, col, side="left")
-        total += np.minimum(le, ge)
+        order = np.argsort(col)
+        s = col[order]
+        new_run = np.empty(n, dtype=bool)
+        new_run[0] = True
+        np.not_equal(s[1:], s[:-1], out=new_run[1:])
+        starts = np.flatnonzero(new_run)
+        ends = np.append(starts[1:], n)
+        run = np.cumsum(new_run) - 1
+        depth_sorted = np.minimum(ends[run], n - starts[run])
+        total[order] += depth_sorted
     return total / (n * m)
 
 
