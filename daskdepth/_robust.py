@@ -43,7 +43,7 @@ from dask.delayed import delayed
 from threadpoolctl import threadpool_limits
 
 from . import _robust_kernels as R
-from ._covariance import RANK_RTOL, sample_covariance
+from ._covariance import sample_covariance
 from ._graph import phase, row_blocks, tree_reduce
 from ._kernels import row_uniforms
 
@@ -64,6 +64,10 @@ COLLECT_MIN_ROWS = 1024
 #: Histogram refinement passes after which selection gives up (never reached
 #: in practice: each refinement narrows the bracket 128-fold).
 MAX_REFINE = 64
+#: Eigenvalues of the data's correlation matrix below ``DATA_RANK_RTOL * d`` times
+#: the largest mark directions without variation: the MCD then works in the
+#: principal subspace.
+DATA_RANK_RTOL = 1e-9
 #: Relative change of the log-determinant below which a C-step counts as no decrease.
 DET_RTOL = 1e-12
 #: Mixed into the seed so that the MCD sample differs from the depth sample.
@@ -230,15 +234,16 @@ class DaskEvaluator:
     """Distances and exact support moments over all rows of a dask array, pass by pass.
 
     Works in the coordinates ``z = (x - mean) @ basis`` of the principal
-    subspace of the data; the passes run on ``x`` with the parameters mapped
-    back, and moments are mapped into ``z``.
+    subspace of the data (``x = mean + back @ z`` there); the passes run on
+    ``x`` with the parameters mapped back, and moments are mapped into ``z``.
     """
 
-    def __init__(self, x: da.Array, mean: np.ndarray, basis: np.ndarray,
+    def __init__(self, x: da.Array, mean: np.ndarray, basis: np.ndarray, back: np.ndarray,
                  sample_z: np.ndarray, n: int, token: str) -> None:
         self.x = x
         self.mean = mean
         self.basis = basis
+        self.back = back
         self.sample_z = sample_z
         self.n = n
         self.token = token
@@ -272,7 +277,7 @@ class DaskEvaluator:
 
     def __call__(self, loc: np.ndarray, w: np.ndarray, h: int | None,
                  rw_thr: float | None) -> tuple[R.Moments | None, R.Moments | None]:
-        loc_x = self.mean + self.basis @ loc
+        loc_x = self.mean + self.back @ loc
         w_x = np.ascontiguousarray(self.basis @ w)
         if h is None:
             part = self._pass(loc_x, w_x, None, None, np.zeros(len(self.blocks)), rw_thr,
@@ -387,14 +392,11 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     """
     frac = check_support_fraction(support_fraction)
     d = mean.shape[0]
-    cov = sample_covariance(n, scatter)
-    vals, vecs = np.linalg.eigh(cov)
-    top = vals.max(initial=0.0)
-    keep = vals > RANK_RTOL * d * top
-    if not np.isfinite(top) or top <= 0 or not keep.any():
+    subspace = principal_subspace(sample_covariance(n, scatter))
+    if subspace is None:
         zero = np.zeros((d, d))
         return MCDResult(mean, zero, mean, zero, n, 1.0, 0.0, -np.inf)
-    basis = np.ascontiguousarray(vecs[:, keep][:, ::-1])
+    basis, back = subspace
     p = basis.shape[1]
     h = support_size(n, p, frac)
     raw_factor = R.consistency_factor(p, h / n)
@@ -417,7 +419,7 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
         assert best is not None
         passes = 1
         if not in_memory:
-            ev = DaskEvaluator(x, mean, basis, z, n, token)
+            ev = DaskEvaluator(x, mean, basis, back, z, n, token)
             best = concentrate(ev, h, best.loc, best.cov, rw_thr)
             passes += ev.passes
     raw_loc, raw_cov = best.loc, best.cov
@@ -433,10 +435,10 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
         cov_z = rw[2] / rw[0] * R.consistency_factor(p, R.REWEIGHT_QUANTILE)
     else:  # pragma: no cover - fewer kept rows than dimensions: keep the raw estimate
         loc_z, cov_z = raw_loc, raw_cov * raw_factor
-    to_x = lambda c: basis @ c @ basis.T  # noqa: E731
+    to_x = lambda c: back @ c @ back.T  # noqa: E731
     return MCDResult(
-        location=mean + basis @ loc_z, covariance=_sym(to_x(cov_z)),
-        raw_location=mean + basis @ raw_loc, raw_covariance=_sym(to_x(raw_cov)),
+        location=mean + back @ loc_z, covariance=_sym(to_x(cov_z)),
+        raw_location=mean + back @ raw_loc, raw_covariance=_sym(to_x(raw_cov)),
         n_support=h, raw_factor=raw_factor, raw_threshold=rw_thr, logdet=best.logdet,
         n_passes=passes, in_memory=in_memory,
         info={"rank": p, "sample_rows": int(z.shape[0]), "steps": best.steps},
@@ -445,6 +447,34 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
 
 def _sym(a: np.ndarray) -> np.ndarray:
     return (a + a.T) / 2
+
+
+def principal_subspace(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+    """Coordinates of the affine subspace the data span: ``(basis, back)`` or None.
+
+    ``z = (x - mean) @ basis`` and ``x = mean + back @ z`` for rows in it.  Full
+    rank data keep their own coordinates (identity maps, so that a feature
+    constant over the MCD support keeps exactly zero variance); otherwise
+    constant features are dropped and the rest is reduced to the leading
+    eigenvectors of the correlation matrix.  None when every feature is constant.
+    """
+    d = cov.shape[0]
+    var = np.diag(cov)
+    live = (var > 0) & np.isfinite(var)
+    if not live.any():
+        return None
+    sd = np.sqrt(var[live])
+    corr = cov[np.ix_(live, live)] / np.outer(sd, sd)
+    vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
+    keep = vals > DATA_RANK_RTOL * d * vals.max()
+    if live.all() and keep.all():
+        return np.eye(d), np.eye(d)
+    e = vecs[:, keep][:, ::-1]
+    basis = np.zeros((d, e.shape[1]))
+    back = np.zeros((d, e.shape[1]))
+    basis[live] = e / sd[:, None]
+    back[live] = e * sd[:, None]
+    return basis, back
 
 
 # --------------------------------------------------------------------------- shrinkage

@@ -27,13 +27,15 @@ import numba
 import numpy as np
 from scipy.stats import chi2
 
-from ._covariance import RANK_RTOL
 from ._kernels import chunk_moments, merge_moments
 
 _jit = numba.njit(nogil=True, cache=True)
 
 Moments = tuple[float, np.ndarray, np.ndarray]
 
+#: Eigenvalues of a correlation matrix below ``RANK_RTOL * p`` times the largest
+#: count as zero in the C-steps (an exact fit): rounding level, as ``pinvh``.
+RANK_RTOL = 1e-12
 #: Largest number of C-step iterations, as in scikit-learn's ``MinCovDet``.
 MAX_CSTEPS = 30
 #: Reweighting keeps rows whose corrected distance is below this chi-square quantile.
@@ -46,9 +48,13 @@ REWEIGHT_QUANTILE = 0.975
 def whiten(cov: np.ndarray) -> tuple[np.ndarray, float]:
     """Pseudo-inverse square root ``W`` (p x p) of ``cov`` and its log-determinant.
 
-    ``W W^T = pinv(cov)``; eigenvalues below ``RANK_RTOL * p * largest`` are
-    dropped (their columns of ``W`` are zero).  The log-determinant is
-    ``-inf`` when any eigenvalue is dropped (an exact fit).
+    Computed in correlation scale (so that features of very different scales
+    are treated alike): ``cov = S C S``, ``W = S^-1 E diag(lambda)^-1/2`` over
+    the eigenpairs of ``C`` above ``RANK_RTOL * p * largest`` (other columns
+    of ``W`` are zero), so ``W W^T`` is the pseudo-inverse of ``cov`` on its
+    principal subspace, as scikit-learn's ``pinvh``.  The log-determinant is
+    ``-inf`` when any eigenvalue is dropped or a feature has zero variance
+    (an exact fit).
     """
     w, logdet = whiten_batch(np.asarray(cov, dtype=np.float64)[None])
     return w[0], float(logdet[0])
@@ -58,12 +64,19 @@ def whiten_batch(covs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """:func:`whiten` of a stack of covariance matrices (K, p, p)."""
     covs = (covs + np.swapaxes(covs, 1, 2)) / 2
     p = covs.shape[-1]
-    vals, vecs = np.linalg.eigh(covs)
+    var = np.diagonal(covs, axis1=1, axis2=2)
+    live = (var > 0) & np.isfinite(var)
+    sd = np.where(live, np.sqrt(np.where(live, var, 1.0)), 1.0)
+    both = live[:, :, None] & live[:, None, :]
+    corr = np.where(both, covs / (sd[:, :, None] * sd[:, None, :]), 0.0)
+    vals, vecs = np.linalg.eigh(corr)
     top = vals[:, -1:]
-    keep = (vals > RANK_RTOL * p * top) & (top > 0) & np.isfinite(top)
+    keep = (vals > RANK_RTOL * p * top) & (top > 0)
     safe = np.where(keep, vals, 1.0)
     w = vecs * np.where(keep, 1.0 / np.sqrt(safe), 0.0)[:, None, :]
-    logdet = np.where(keep.all(axis=1), np.log(safe).sum(axis=1), -np.inf)
+    w = np.where(live[:, :, None], w / sd[:, :, None], 0.0)
+    logdet = np.where(keep.all(axis=1), np.log(safe).sum(axis=1) + 2 * np.log(sd).sum(axis=1),
+                      -np.inf)
     return w, logdet
 
 

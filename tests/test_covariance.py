@@ -192,7 +192,8 @@ def test_distributed_selection_is_exact(data, mode, monkeypatch):
     sample = z[::25]
     if mode == "miss":
         sample = 0.1 * sample  # distances far too small: the bracket misses
-    ev = _robust.DaskEvaluator(da.from_array(x, chunks=(333, 3)), mean, basis, sample, n, "t")
+    ev = _robust.DaskEvaluator(da.from_array(x, chunks=(333, 3)), mean, basis, basis, sample,
+                               n, "t")
     sup, rw = ev(loc, w, h, 7.5)
     ref_sup, ref_rw = _robust.MemoryEvaluator(z)(loc, w, h, 7.5)
     assert sup[0] == pytest.approx(h)
