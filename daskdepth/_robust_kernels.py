@@ -398,17 +398,49 @@ START_FLOPS = 4e9
 
 def fast_mcd_candidates(x: np.ndarray, h: int, rng: np.random.Generator,
                         n_best: int = N_BEST) -> list[Candidate]:
-    """The FastMCD start of Rousseeuw and Van Driessen (1999) on rows ``x`` (in memory).
+    """Starts for the C-steps on rows ``x`` (in memory): FastMCD's and a few more.
 
-    Random (p+1)-subsets, each followed by two C-steps, on up to five disjoint
-    subsets of about 300 rows; the best ``n_best`` per subset get two more
-    C-steps on the merged subsets; the best ``n_best`` of those are returned
-    (not yet iterated to convergence on ``x``).  ``h`` is the support size on
-    ``x``.
+    FastMCD (Rousseeuw and Van Driessen, 1999): random (p+1)-subsets, each
+    followed by two C-steps, on up to five disjoint subsets of about 300 rows;
+    the best ``n_best`` per subset get two more C-steps on the merged subsets,
+    and the best ``n_best`` of those are kept.  Small subsets favour near exact
+    fits on data with many repeated values, which can lead the C-steps on all
+    of ``x`` to a poor local optimum, so :func:`extra_candidates` adds starts
+    that see all of ``x``.  None is iterated to convergence yet; ``h`` is the
+    support size on ``x``.
     """
     m, p = x.shape
     if p == 1:
         return [_univariate(x[:, 0], h)]
+    return _fast_mcd_starts(x, h, rng, n_best) + extra_candidates(x, h, rng)
+
+
+#: Random h-subsets of all rows added to the FastMCD starts (as scikit-learn's starts).
+N_RANDOM_SUBSETS = 5
+
+
+def extra_candidates(x: np.ndarray, h: int, rng: np.random.Generator) -> list[Candidate]:
+    """Starts from all of ``x``: the classical estimate, the ``h`` rows nearest the
+    coordinatewise median (scaled by the MAD, as DetMCD's spatial start), and
+    ``N_RANDOM_SUBSETS`` random ``h``-subsets."""
+    m, p = x.shape
+    out = [Candidate(x.mean(axis=0), np.cov(x.T, bias=True).reshape(p, p), np.inf)]
+    med = np.median(x, axis=0)
+    mad = np.median(np.abs(x - med), axis=0)
+    scale = np.where(mad > 0, mad, np.where(x.std(axis=0) > 0, x.std(axis=0), 1.0))
+    r2 = (((x - med) / scale) ** 2).sum(axis=1)
+    near = np.argpartition(r2, h - 1)[:h]
+    loc, cov = _cov_batch(x[near][None])
+    out.append(Candidate(loc[0], cov[0], np.inf))
+    idx = np.argsort(rng.random((N_RANDOM_SUBSETS, m)), axis=1)[:, :h]
+    locs, covs = _cov_batch(x[idx])
+    out += [Candidate(locs[k], covs[k], np.inf) for k in range(N_RANDOM_SUBSETS)]
+    return out
+
+
+def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
+                     n_best: int) -> list[Candidate]:
+    m, p = x.shape
     frac = h / m
     sub = max(SUBSET_SIZE, int(np.ceil(2 * (p + 1) / frac)))
     per_start = 3 * (min(m, sub) * p * p + p ** 3) + 1

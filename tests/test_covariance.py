@@ -103,6 +103,23 @@ def test_mcd_matches_mincovdet_on_clean_gaussian_small_n():
     assert rel(res.covariance, sk.covariance_) < 0.05
 
 
+@pytest.mark.parametrize("sample_size", [None, 300], ids=["in-memory", "distributed"])
+def test_exact_fit_matches_mincovdet(sample_size):
+    # 70% of the rows share one value of a feature: the raw support lies in a
+    # hyperplane (zero determinant); that feature keeps exactly zero raw variance
+    # and the reweighting follows scikit-learn (pseudo-inverse distances).
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1000, 3))
+    x[:700, 2] = 1.0
+    x[700:, 2] = rng.integers(2, 10, size=300)
+    res = run_mcd(x, sample_size=sample_size)
+    sk = MinCovDet(random_state=0).fit(x)
+    assert res.logdet == -np.inf
+    assert np.all(res.raw_covariance[2] == 0) and np.all(sk.raw_covariance_[2] == 0)
+    np.testing.assert_allclose(res.covariance, sk.covariance_, rtol=1e-6, atol=1e-9)
+    np.testing.assert_allclose(res.location, sk.location_, rtol=1e-6, atol=1e-9)
+
+
 def test_mcd_univariate():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(1000, 1))
