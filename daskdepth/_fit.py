@@ -19,7 +19,7 @@ from ._graph import (
     phase,
     score_array,
 )
-from ._kernels import FUSED_MAX_D, project
+from ._kernels import PROJECT_MAX_D, project
 from ._summary import GUIDE_UNIT, BlockSummary, DepthSummary, LeafStats
 
 #: Most directions per block: one histogram task covers one row chunk and one
@@ -37,8 +37,7 @@ class ToleranceWarning(UserWarning):
 
 @dataclass
 class FitInfo:
-    passes: int
-    exact_in_memory: bool
+    passes: int  # data passes after the moments pass; 0 means exact, in memory
 
 
 def leaf_cap(n: int, tol: float) -> int:
@@ -58,7 +57,7 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
-    proj = v @ sample_c.T if sample_c.shape[1] > FUSED_MAX_D else project(sample_c, v)
+    proj = v @ sample_c.T if sample_c.shape[1] > PROJECT_MAX_D else project(sample_c, v)
     p = np.sort(proj, axis=1)
     lo_q, hi_q = p[:, int(0.001 * (s - 1))], p[:, int(np.ceil(0.999 * (s - 1)))]
     spread = hi_q - lo_q
@@ -116,7 +115,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     if exact:
         with phase("pilot"):
             trees = list(dask.compute(*pilots))
-        return _finish(location, directions, trees, n, tol), FitInfo(0, True)
+        return _finish(location, directions, trees, n, tol), FitInfo(0)
 
     # The pilot trees are computed first: histogram tasks that waited for them
     # would let the workers load row chunks faster than they are consumed, and
@@ -148,7 +147,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
             for b, tree in zip(todo, dask.compute(*finished), strict=True):
                 trees[b] = tree
         passes += 1
-    return _finish(location, directions, trees, n, tol), FitInfo(passes, False)
+    return _finish(location, directions, trees, n, tol), FitInfo(passes)
 
 
 def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSummary], n: int,

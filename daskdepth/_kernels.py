@@ -19,7 +19,7 @@ _jit = numba.njit(nogil=True, cache=True)
 
 #: Dimension up to which projections are computed by :func:`project`; above it
 #: a BLAS matrix product is faster.
-FUSED_MAX_D = 32
+PROJECT_MAX_D = 32
 
 
 # --------------------------------------------------------------------------- hashing

@@ -32,11 +32,11 @@ class LeafStats:
     vmax: np.ndarray
 
     @classmethod
-    def empty(cls, n_nodes: int) -> LeafStats:
+    def empty(cls, n_leaves: int) -> LeafStats:
         return cls(
-            np.zeros(n_nodes, dtype=np.int64),
-            np.full(n_nodes, np.inf),
-            np.full(n_nodes, -np.inf),
+            np.zeros(n_leaves, dtype=np.int64),
+            np.full(n_leaves, np.inf),
+            np.full(n_leaves, -np.inf),
         )
 
     def merge(self, other: LeafStats) -> LeafStats:
@@ -247,7 +247,7 @@ class BlockSummary:
 
 
 def _projections(xc: np.ndarray, v: np.ndarray) -> np.ndarray:
-    if xc.shape[1] <= K.FUSED_MAX_D:
+    if xc.shape[1] <= K.PROJECT_MAX_D:
         return K.project(xc, v)
     return np.ascontiguousarray(v @ xc.T)
 
