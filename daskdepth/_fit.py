@@ -20,7 +20,7 @@ from ._graph import (
     score_array,
 )
 from ._kernels import PROJECT_MAX_D, project
-from ._summary import GUIDE_UNIT, BlockSummary, DepthSummary, LeafStats
+from ._summary import BlockSummary, DepthSummary, LeafStats
 
 #: Most directions per block: one histogram task covers one row chunk and one
 #: block.  ``fit_depth`` uses fewer when the workers' memory limit asks for it
@@ -41,13 +41,19 @@ class FitInfo:
 
 
 def leaf_cap(n: int, tol: float) -> int:
-    """Most rows a leaf of distinct values may hold for an error bound <= tol."""
-    return int(np.floor(tol * n + 1e-9)) + 1
+    """Most rows a leaf of distinct values may hold for an error <= tol.
+
+    The midpoint estimate misplaces at most ``(count - 1) / 2`` of a leaf's rows.
+    """
+    k = int(np.floor(2 * tol * n + 1e-9))
+    while k > 0 and k / (2.0 * n) > tol:  # the bound is computed as (count - 1) / (2 n)
+        k -= 1
+    return k + 1
 
 
 def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
                   tol: float) -> BlockSummary:
-    """Leaf bounds of one direction block planned from a row sample (in memory).
+    """Leaf keys of one direction block planned from a row sample (in memory).
 
     Each direction's sorted sampled projections are cut greedily into leaves of
     about half the row limit (scaled up from the sample), atoms apart.  When the
@@ -58,36 +64,70 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     mb = j1 - j0
     exact = s == n
     proj = v @ sample_c.T if sample_c.shape[1] > PROJECT_MAX_D else project(sample_c, v)
-    p = np.sort(proj, axis=1)
-    lo_q, hi_q = p[:, int(0.001 * (s - 1))], p[:, int(np.ceil(0.999 * (s - 1)))]
-    spread = hi_q - lo_q
-    full = p[:, -1] - p[:, 0]
-    spread = np.where(spread > 0, spread, np.where(full > 0, full, 1.0))
-    g_lo = lo_q - 0.05 * spread
-    g_scale = np.minimum(GUIDE_UNIT / (1.1 * spread), 1e300)
-    empty = BlockSummary.build(j0, j1, g_lo, g_scale, np.zeros(mb + 1, dtype=np.int64),
-                               np.zeros(0))
-    stats = LeafStats(np.full(mb, s, dtype=np.int64), p[:, 0].copy(), p[:, -1].copy())
-    cap = leaf_cap(n, tol) * (1.0 if exact else PILOT_GUARD)
+    proj.sort(axis=1)
+    empty = BlockSummary.build(j0, j1, np.zeros(mb + 1, dtype=np.int64), np.zeros(0))
+    cap = leaf_cap(n, tol)
+    stats = (LeafStats.from_arrays(np.full(mb, s), proj[:, 0].copy(), proj[:, -1].copy())
+             if exact else None)
     leaves = np.repeat(np.arange(mb, dtype=np.int64), s)
-    summary, stats = empty.split(leaves, p.ravel(), weight=n / s, cap=cap,
-                                 stats=stats if exact else None, presorted=True)
-    return finish_summary(summary, stats, leaf_cap(n, tol)) if exact else summary
+    summary, stats = empty.split(leaves, proj.ravel(), weight=n / s,
+                                 target=cap if exact else PILOT_GUARD * cap, stats=stats,
+                                 presorted=True)
+    return finish_summary(summary, stats, cap) if exact else summary
 
 
 def finish_summary(summary: BlockSummary, stats: LeafStats, cap: int) -> BlockSummary:
-    """Coalesce light neighbouring leaves, then pack the exact statistics for scoring."""
+    """Coalesce light neighbouring leaves, then store the exact statistics as records."""
     summary, stats = summary.coalesced(stats, cap)
     return summary.with_stats(stats)
 
 
-def refine_summary(summary: BlockSummary, stats: LeafStats,
-                   collected: tuple[np.ndarray, np.ndarray], cap: int) -> BlockSummary:
-    """Split the loose leaves exactly from their collected values and finish."""
+def refine_summary(summary: BlockSummary, collected: tuple[np.ndarray, np.ndarray],
+                   cap: int) -> BlockSummary:
+    """Split the collected leaves of a finished summary exactly and finish again."""
     leaves, values = collected
+    assert summary.records is not None
+    stats = LeafStats.from_arrays(summary.records[:, 1], summary.records[:, 2],
+                                  summary.records[:, 3])
     if leaves.size:
-        summary, stats = summary.split(leaves, values, weight=1.0, cap=cap, stats=stats)
+        summary, stats = summary.split(leaves, values, weight=1.0, target=cap, stats=stats)
     return finish_summary(summary, stats, cap)
+
+
+def refine_plan(trees: list[BlockSummary], n: int, tol: float) -> list[np.ndarray]:
+    """Per block, the leaves to split exactly so that the error bound meets ``tol``.
+
+    The bound is the mean over directions of each direction's worst leaf, so
+    only the directions with the worst leaves need splitting: as few as bring
+    the mean down to ``tol`` (each split direction ends at most at ``tol``).
+    """
+    cap = leaf_cap(n, tol)
+    errs = [t.direction_errors(n) for t in trees]
+    flat = np.concatenate(errs)
+    m = flat.size
+    wanted = [np.zeros(t.n_leaves, dtype=bool) for t in trees]
+    excess = flat.sum() - tol * m
+    if excess <= 1e-12 * max(1.0, tol * m):
+        return wanted
+    done = (cap - 1) / (2.0 * n)
+    chosen = np.zeros(m, dtype=bool)
+    for j in np.argsort(-flat, kind="stable"):
+        if excess <= 1e-12 * max(1.0, tol * m) or flat[j] <= done:
+            break
+        chosen[j] = True
+        excess -= flat[j] - done
+    start = 0
+    for t, w in zip(trees, wanted, strict=True):
+        pick = chosen[start:start + t.mb]
+        start += t.mb
+        if not pick.any():
+            continue
+        rec = t.records
+        assert rec is not None
+        loose = (rec[:, 1] > cap) & (rec[:, 2] < rec[:, 3])
+        leaf_dir = np.repeat(np.arange(t.mb), np.diff(t.lptr))
+        w |= loose & pick[leaf_dir]
+    return wanted
 
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -97,9 +137,10 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
     summaries are built in memory and exactly, without a pass over ``x``.
-    Otherwise one histogram pass counts every leaf exactly, and one refinement
-    pass collects the values of the leaves still too heavy for ``tol`` and
-    splits them exactly (on the workers, one task per direction block).
+    Otherwise one histogram pass counts every leaf exactly.  When leaves too
+    heavy for ``tol`` remain (sampling noise, values missing from the sample),
+    a refinement pass collects their values and splits them exactly on the
+    workers (one task per direction block, only the directions that need it).
     """
     m = directions.shape[0]
     bounds = [(j0, min(m, j0 + block_size)) for j0 in range(0, m, block_size)]
@@ -112,39 +153,43 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                                        dask_key_name=(f"daskdepth-pilot-{token}", b))
         for b, (j0, j1) in enumerate(bounds)
     ]
-    if exact:
-        with phase("pilot"):
-            trees = list(dask.compute(*pilots))
-        return _finish(location, directions, trees, n, tol), FitInfo(0)
-
-    # The pilot trees are computed first: histogram tasks that waited for them
+    # The pilot keys are computed first: histogram tasks that waited for them
     # would let the workers load row chunks faster than they are consumed, and
-    # hold all of them (memory growing with n) until the trees were ready.
+    # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
         trees = list(dask.compute(*pilots))
+    if exact:
+        return _finish(location, directions, trees, n, tol), FitInfo(0)
+
+    refs = [broadcast(t, f"daskdepth-tree-{token}-{b}") for b, t in enumerate(trees)]
     outs = histogram_graph(x, location, directions,
-                           [(j0, j1, t) for (j0, j1), t in zip(bounds, trees, strict=True)],
+                           [(j0, j1, r) for (j0, j1), r in zip(bounds, refs, strict=True)],
                            token=token)
-    with phase("histogram"):
-        stats = list(dask.compute(*outs))
     cap = leaf_cap(n, tol)
-    loose = [t.loose_leaves(st, cap) for t, st in zip(trees, stats, strict=True)]
-    todo = [b for b, mask in enumerate(loose) if mask.any()]
+    finished = [
+        delayed(finish_summary, pure=True)(ref, out, cap,
+                                           dask_key_name=(f"daskdepth-finish-{token}", b))
+        for b, (ref, out) in enumerate(zip(refs, outs, strict=True))
+    ]
+    with phase("histogram"):
+        trees = list(dask.compute(*finished))
     passes = 1
-    trees = [finish_summary(t, st, cap) if not loose[b].any() else t
-             for b, (t, st) in enumerate(zip(trees, stats, strict=True))]
+    wanted = refine_plan(trees, n, tol)
+    todo = [b for b, w in enumerate(wanted) if w.any()]
     if todo:
-        refs = [broadcast(trees[b], f"daskdepth-tree-{token}-{b}") for b in todo]
+        refs = [broadcast(trees[b], f"daskdepth-refine-{token}-{b}") for b in todo]
+        rows = [int(trees[b].records[wanted[b], 1].sum()) for b in todo]
         outs = collect_graph(x, location, directions,
                              [(*bounds[b], ref) for b, ref in zip(todo, refs, strict=True)],
-                             [loose[b] for b in todo], token=token)
-        finished = [
-            delayed(refine_summary, pure=True)(ref, stats[b], out, cap,
+                             [(wanted[b], r, n) for b, r in zip(todo, rows, strict=True)],
+                             token=token)
+        refined = [
+            delayed(refine_summary, pure=True)(ref, out, cap,
                                             dask_key_name=(f"daskdepth-split-{token}", b))
             for b, ref, out in zip(todo, refs, outs, strict=True)
         ]
         with phase("refine"):
-            for b, tree in zip(todo, dask.compute(*finished), strict=True):
+            for b, tree in zip(todo, dask.compute(*refined), strict=True):
                 trees[b] = tree
         passes += 1
     return _finish(location, directions, trees, n, tol), FitInfo(passes)
@@ -162,7 +207,7 @@ def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSumma
             )
     summary = DepthSummary(location, directions, trees, n)
     bound = summary.error_bound()
-    if bound > tol:  # pragma: no cover - guaranteed by construction
+    if bound > tol * (1 + 1e-9):  # pragma: no cover - guaranteed by construction
         warnings.warn(
             f"the certified depth error bound {bound:.3g} is above tol={tol:g}",
             ToleranceWarning, stacklevel=3,

@@ -178,11 +178,13 @@ def _stats_merge(*parts: LeafStats) -> LeafStats:
 
 
 def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary, v: np.ndarray,
-                   wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                   wanted: np.ndarray, wanted_rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
     x = np.asarray(x, dtype=np.float64)
     valid = np.isfinite(x).all(axis=1)
     xc = np.ascontiguousarray(x - location)
-    return tree.collect(xc, v, valid, wanted)
+    # The chunk's share of the wanted values, with room for fluctuations.
+    expected = int(1.25 * wanted_rows * x.shape[0] / max(n, 1)) + 1024
+    return tree.collect(xc, v, valid, wanted, expected)
 
 
 def _collect_merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
@@ -226,11 +228,16 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 
 def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                  blocks: Sequence[tuple[int, int, Any]], wanted: Sequence[np.ndarray], *,
+                  blocks: Sequence[tuple[int, int, Any]],
+                  wanted: Sequence[tuple[np.ndarray, int, int]], *,
                   token: str) -> list[Delayed]:
-    """Delayed (leaf, projection) pairs of the rows in the ``wanted`` leaves, per block."""
+    """Delayed (leaf, projection) pairs of the rows in the wanted leaves, per block.
+
+    ``wanted`` holds, per block, the leaf mask, the rows in those leaves and the
+    total row count (to size each chunk's output).
+    """
     return _block_pass(x, directions, blocks, _collect_chunk, _collect_merge, (location,),
-                       [(w,) for w in wanted], token, "refine")
+                       wanted, token, "refine")
 
 
 # --------------------------------------------------------------------------- scoring
