@@ -223,7 +223,7 @@ def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSumma
 #: more (``SAMPLE_PER_LEAF / tol``, at most ``SAMPLE_MAX``) so that the pilot
 #: leaves hold enough sampled rows to be sized reliably.
 SAMPLE_SIZE = 1 << 16
-SAMPLE_PER_LEAF = 16
+SAMPLE_PER_LEAF = 4
 SAMPLE_MAX = 1 << 20
 #: Upper bound on the bytes of that sample (matters only for very wide data).
 SAMPLE_BYTES = 256 * 2**20

@@ -171,10 +171,7 @@ def _histogram_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary,
 
 
 def _stats_merge(*parts: LeafStats) -> LeafStats:
-    out = parts[0]
-    for p in parts[1:]:
-        out = out.merge(p)
-    return out
+    return LeafStats.merged(list(parts))
 
 
 def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary, v: np.ndarray,

@@ -270,6 +270,15 @@ def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lpt
                 out[t0 + s] += min(cb + lo_own, n - cb - c + hi_own)
 
 
+@_jit
+def merge_stats(out, other):
+    """Merge leaf records ``other`` into ``out`` in place: add counts, keep min and max."""
+    for k in range(out.shape[0]):
+        out[k, 0] += other[k, 0]
+        out[k, 1] = min(out[k, 1], other[k, 1])
+        out[k, 2] = max(out[k, 2], other[k, 2])
+
+
 # --------------------------------------------------------------------------- leaf planning
 
 

@@ -64,12 +64,16 @@ class LeafStats:
     def vmax(self) -> np.ndarray:
         return self.acc[:, 2]
 
+    @classmethod
+    def merged(cls, parts: list[LeafStats]) -> LeafStats:
+        """Statistics of the union of the parts' rows (one copy, merged in place)."""
+        acc = parts[0].acc.copy()
+        for p in parts[1:]:
+            K.merge_stats(acc, p.acc)
+        return cls(acc)
+
     def merge(self, other: LeafStats) -> LeafStats:
-        acc = self.acc.copy()
-        acc[:, 0] += other.acc[:, 0]
-        np.minimum(acc[:, 1], other.acc[:, 1], out=acc[:, 1])
-        np.maximum(acc[:, 2], other.acc[:, 2], out=acc[:, 2])
-        return LeafStats(acc)
+        return LeafStats.merged([self, other])
 
     @property
     def nbytes(self) -> int:
@@ -158,6 +162,8 @@ class BlockSummary:
         keys[pos] = bounds
         g, lo, scale = _guide(bptr, bounds)
         table = K.guide_table(lo, scale, g, kptr, keys)
+        if bounds.size == 0 or np.diff(bptr).max() < 2**16:
+            table = table.astype(np.uint16)  # half the cache footprint of int32
         return cls(j0, j1, bptr, bounds, g, lo, scale, keys, table, records)
 
     def _route_args(self) -> tuple:
