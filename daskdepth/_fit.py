@@ -28,7 +28,7 @@ from ._summary import BlockSummary, DepthSummary, LeafStats
 DIRECTIONS_PER_BLOCK = 32
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
-PILOT_GUARD = 0.5
+PILOT_GUARD = 0.4
 
 
 class ToleranceWarning(UserWarning):
@@ -63,7 +63,12 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
-    proj = v @ sample_c.T if sample_c.shape[1] > PROJECT_MAX_D else project(sample_c, v)
+    if exact and sample_c.shape[1] <= PROJECT_MAX_D:
+        # Exact leaf statistics: the same bits as the routing kernels compute.
+        proj = project(sample_c, v)
+    else:
+        # Planned keys need not match those bits (the data pass counts exactly).
+        proj = np.ascontiguousarray(v @ sample_c.T)
     proj.sort(axis=1)
     empty = BlockSummary.build(j0, j1, np.zeros(mb + 1, dtype=np.int64), np.zeros(0))
     cap = leaf_cap(n, tol)
@@ -223,7 +228,7 @@ def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSumma
 #: more (``SAMPLE_PER_LEAF / tol``, at most ``SAMPLE_MAX``) so that the pilot
 #: leaves hold enough sampled rows to be sized reliably.
 SAMPLE_SIZE = 1 << 16
-SAMPLE_PER_LEAF = 4
+SAMPLE_PER_LEAF = 16
 SAMPLE_MAX = 1 << 20
 #: Upper bound on the bytes of that sample (matters only for very wide data).
 SAMPLE_BYTES = 256 * 2**20
