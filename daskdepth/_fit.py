@@ -63,11 +63,10 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
-    if exact and sample_c.shape[1] <= PROJECT_MAX_D:
-        # Exact leaf statistics: the same bits as the routing kernels compute.
+    if sample_c.shape[1] <= PROJECT_MAX_D:
+        # The same bits as the routing kernels: atoms' keys must match exactly.
         proj = project(sample_c, v)
     else:
-        # Planned keys need not match those bits (the data pass counts exactly).
         proj = np.ascontiguousarray(v @ sample_c.T)
     proj.sort(axis=1)
     empty = BlockSummary.build(j0, j1, np.zeros(mb + 1, dtype=np.int64), np.zeros(0))
