@@ -135,9 +135,9 @@ class SummaryMemoryWarning(UserWarning):
     """The fitted depth summary takes a large share of a worker's memory."""
 
 
-#: Bytes per leaf of a fitted summary: its bound, its packed (cumulative count,
-#: count, min, max) record and its share of the guide grid (measured: 56.3 for
-#: m = 500, tol = 1e-4).
+#: Bytes per leaf of a fitted summary: its key (twice: plain and padded for the
+#: search), its (cumulative count, count, min, max) record and its share of the
+#: guide grid (measured: 54.8 for m = 300, tol = 1e-4 on the Http set).
 BYTES_PER_LEAF = 56
 #: Share of a worker's memory limit above which the summary size is reported.
 SUMMARY_SHARE = 1 / 4
@@ -146,15 +146,16 @@ SUMMARY_SHARE = 1 / 4
 def summary_bytes(m: int, n: int, tol: float) -> int:
     """Approximate bytes of the depth summary of ``m`` directions over ``n`` rows.
 
-    About ``2 / tol`` leaves per direction (at most ``n``): the summary does
-    not grow with ``n`` once ``n > 2 / tol``.  It is sent to every worker.
+    At most about ``1 / tol`` leaves per direction (at most ``n``): merged
+    neighbours hold more than ``2 tol n`` rows together, so the summary does not
+    grow with ``n``.  It is sent to every worker.
 
     Examples
     --------
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
-    560
+    280
     """
-    leaves = n if tol <= 0 else min(n, int(2 / tol) + 1)
+    leaves = n if tol <= 0 else min(n, int(1 / tol) + 1)
     return int(m) * max(1, leaves) * BYTES_PER_LEAF
 
 

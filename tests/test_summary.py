@@ -1,0 +1,132 @@
+"""Unit tests of the summary layer: routing, leaf planning, error bound, refinement choice."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from conftest import tie_data
+from hypothesis import given
+from hypothesis import strategies as st
+from oracle import exact_depth_of_model
+
+import daskdepth
+from daskdepth import _fit
+from daskdepth import _kernels as K
+from daskdepth._summary import BlockSummary, LeafStats
+
+
+def _block(keys_per_dir: list[np.ndarray]) -> BlockSummary:
+    bptr = np.concatenate([[0], np.cumsum([k.size for k in keys_per_dir])])
+    bounds = np.concatenate(keys_per_dir) if keys_per_dir else np.zeros(0)
+    return BlockSummary.build(0, len(keys_per_dir), bptr, bounds)
+
+
+def _leaves(block: BlockSummary, values: np.ndarray) -> np.ndarray:
+    """Leaf (local index) of each value on direction 0, via the counting kernel."""
+    acc = LeafStats.empty(block.n_leaves).acc
+    out = np.empty(values.size, dtype=np.int64)
+    v = np.ones((block.mb, 1))
+    for i, p in enumerate(values):
+        acc[:] = 0
+        K.count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
+                      *block._route_args(), acc)
+        out[i] = int(np.flatnonzero(acc[:, 0][: block.lptr[1]])[0])
+    return out
+
+
+@given(
+    keys=st.lists(st.floats(-1e6, 1e6, allow_nan=False), min_size=0, max_size=60),
+    values=st.lists(st.floats(-2e6, 2e6, allow_nan=False), min_size=1, max_size=30),
+)
+def test_routing_counts_keys_at_or_below(keys, values):
+    # Whatever the keys (crowded cells, duplicates removed), the leaf is #keys <= p.
+    k = np.unique(np.asarray(keys, dtype=np.float64))
+    block = _block([k])
+    p = np.asarray(values + keys[:5], dtype=np.float64)
+    np.testing.assert_array_equal(_leaves(block, p), np.searchsorted(k, p, side="right"))
+
+
+def test_routing_with_crowded_cells_and_out_of_grid_values():
+    # 200 keys packed into a sliver of the guide grid force the linear continuation.
+    rng = np.random.default_rng(0)
+    k = np.unique(np.concatenate([rng.normal(size=50), 1.0 + 1e-12 * np.arange(200)]))
+    block = _block([k])
+    p = np.concatenate([k, np.nextafter(k, np.inf), np.nextafter(k, -np.inf),
+                        [-1e300, 1e300, 1.0 + 5e-11]])
+    np.testing.assert_array_equal(_leaves(block, p), np.searchsorted(k, p, side="right"))
+
+
+def test_plan_cuts_gives_heavy_atoms_a_leaf_of_their_own():
+    # Sampled values: an atom at 0.5 (10 copies) between distinct values.
+    values = np.sort(np.concatenate([np.linspace(0, 1, 21), np.full(10, 0.5)]))
+    nodes = np.zeros(values.size, dtype=np.int64)
+    sl, nch, keys, cnt, vmin, vmax = K.plan_cuts(nodes, values, 1.0, 4.0,
+                                                 np.array([-np.inf]), np.array([np.inf]))
+    assert sl.tolist() == [0]
+    assert 0.5 in keys and np.nextafter(0.5, np.inf) in keys
+    atom = np.flatnonzero((vmin == 0.5) & (vmax == 0.5))
+    assert atom.size == 1 and cnt[atom[0]] == 11  # 10 copies + the grid point 0.5
+    # A value missing from the sample, just above the atom, does not join its leaf.
+    block = _block([keys])
+    leaf_of_atom = _leaves(block, np.array([0.5]))[0]
+    assert _leaves(block, np.array([np.nextafter(0.5, np.inf)]))[0] == leaf_of_atom + 1
+    assert np.all(cnt[vmin < vmax] <= 4)
+
+
+def test_error_bound_is_mean_of_each_directions_worst_leaf():
+    x = tie_data(80_000, 3, seed=2)
+    model = daskdepth.IRW(n_directions=40, tol=1e-3, random_state=0).fit(x)
+    assert model.n_passes_ >= 1
+    per_dir = []
+    for b in model.summary_.blocks:
+        rec = b.records
+        err = np.where((rec[:, 1] >= 2) & (rec[:, 2] < rec[:, 3]),
+                       (rec[:, 1] - 1) / (2 * model.n_samples_fit_), 0.0)
+        per_dir += [err[b.lptr[j]:b.lptr[j + 1]].max() for j in range(b.mb)]
+    assert model.error_bound_ == pytest.approx(np.mean(per_dir), rel=1e-12)
+    assert model.error_bound_ <= 1e-3
+    q = x[:3000]
+    err = np.abs(model.score_samples(q) - exact_depth_of_model(model, x, q))
+    assert err.max() <= model.error_bound_ + 1e-12
+
+
+class _FakeTree:
+    def __init__(self, errs: list[float], n: int, cap: int):
+        self.mb = len(errs)
+        self.n_leaves = 2 * self.mb
+        self.lptr = 2 * np.arange(self.mb + 1)
+        rec = np.zeros((self.n_leaves, 4))
+        for j, e in enumerate(errs):
+            c = round(e * 2 * n) + 1
+            rec[2 * j] = (0, c, 0.0, 1.0)          # the direction's worst leaf
+            rec[2 * j + 1] = (c, cap // 2, 2.0, 3.0)  # a light one
+        rec[:, 1] = np.maximum(rec[:, 1], 1)
+        self.records = rec
+
+    def direction_errors(self, n: int) -> np.ndarray:
+        c = self.records[:, 1]
+        err = np.where(c >= 2, (c - 1) / (2.0 * n), 0.0)
+        return np.maximum.reduceat(err, self.lptr[:-1])
+
+
+def test_refine_plan_splits_only_the_directions_needed():
+    n, tol = 100_000, 1e-3
+    cap = _fit.leaf_cap(n, tol)
+    ok = (cap - 1) / (2 * n)
+    # Four directions at the limit, one at 3x: the mean is over tol, and
+    # splitting the worst direction alone brings it back.
+    trees = [_FakeTree([ok, ok, 3 * ok], n, cap), _FakeTree([ok, ok], n, cap)]
+    wanted = _fit.refine_plan(trees, n, tol)
+    assert wanted[0].tolist() == [False, False, False, False, True, False]
+    assert not wanted[1].any()
+    # Nothing to do when the mean already meets tol.
+    trees = [_FakeTree([ok / 2, ok / 2, 1.4 * ok], n, cap)]
+    assert not _fit.refine_plan(trees, n, tol)[0].any()
+
+
+def test_points_with_overflowing_projections_score_zero():
+    x = np.random.default_rng(0).normal(size=(3000, 3))
+    model = daskdepth.IRW(n_directions=30, random_state=0).fit(x)
+    q = np.array([[1e308, 1e308, 1e308], [-1e308, 1e308, -1e308], [0.0, 0.0, 0.0]])
+    d = model.score_samples(q)
+    assert d[0] == 0 and d[1] == 0 and d[2] > 0.3
