@@ -8,7 +8,8 @@ A histogram, refinement or scoring task holds a row chunk of ``R`` rows and
 (the chunk, its centred copy, room for the block's projections and leaf
 indices, and the output).  This is an upper bound: with up to 32 features the
 kernels project and route 256 rows at a time and keep no per-block arrays; wider
-data has its block's projections computed by BLAS (``8 B`` bytes per row).  Each task may use :data:`TASK_SHARE` of the memory of one worker
+data has its block's projections computed by BLAS (``8 B`` bytes per row).
+Each task may use :data:`TASK_SHARE` of the memory of one worker
 thread, so that the tasks running at once, the chunks waiting for them and the
 broadcast summary stay well below the ``distributed.worker.memory`` spill
 threshold (70 % of the limit by default).  Rows per chunk (for in-memory
