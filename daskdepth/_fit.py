@@ -259,7 +259,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     from ._covariance import canonical_covariance, resolve_covariance, whitening
     from ._directions import draw_directions
     from ._memory import SummaryMemoryWarning, directions_per_block, summary_memory_message
-    from ._validation import nan_message
+    from ._validation import _default_row_chunk, nan_message
 
     n_total, d = x.shape
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
@@ -307,7 +307,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     if rows_for_offset.shape[0] > SAMPLE_SIZE:
         pick = np.linspace(0, rows_for_offset.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)
         rows_for_offset = rows_for_offset[pick]
-    rows = max(1024, -(-rows_for_offset.shape[0] // 8))
+    rows = _default_row_chunk(*rows_for_offset.shape)
     sample = da.from_array(rows_for_offset, chunks=(rows, d),
                            name=f"daskdepth-offset-{token}")
     with phase("offset"):

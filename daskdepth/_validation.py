@@ -18,6 +18,9 @@ NAN_POLICIES = ("raise", "omit")
 #: Largest row chunk made from in-memory input (smaller when the workers' memory
 #: limit asks for it, see :func:`_default_row_chunk`).
 CHUNK_BYTES = 32 * 2**20
+#: Fewest rows per chunk of in-memory input when there are enough rows for one
+#: chunk per core (see :func:`_default_row_chunk`).
+MIN_CHUNK_ROWS = 16384
 
 
 @dataclass
@@ -78,15 +81,18 @@ def _check_dtype(dtype: np.dtype, what: str) -> None:
 def _default_row_chunk(n: int, d: int) -> int:
     """Rows per chunk of in-memory input.
 
-    A quarter of the rows per core, at most ``CHUNK_BYTES`` of input, and at
-    most what one task may hold given the memory limit of the workers
+    A quarter of the rows per core, but at least :data:`MIN_CHUNK_ROWS` (or
+    one chunk per core for fewer rows): each scoring task looks its rows up in
+    every direction's summary, which is only cheap when many rows share the
+    summary's cache lines.  At most ``CHUNK_BYTES`` of input, and at most what
+    one task may hold given the memory limit of the workers
     (:func:`daskdepth._memory.rows_per_chunk`).
     """
     from ._memory import rows_per_chunk
 
     cores = os.cpu_count() or 1
     by_bytes = max(1, min(CHUNK_BYTES // (8 * max(d, 1)), rows_per_chunk(max(d, 1))))
-    by_cores = max(1024, math.ceil(n / (4 * cores)))
+    by_cores = max(math.ceil(n / (4 * cores)), min(math.ceil(n / cores), MIN_CHUNK_ROWS))
     return max(1, min(n, by_bytes, by_cores))
 
 
