@@ -35,11 +35,13 @@ import threading
 import time
 import traceback
 import warnings
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from ._validation import check_params
 
 #: ``--scheduler`` values that select a local Dask scheduler instead of a cluster.
 LOCAL_SCHEDULERS = ("threads", "synchronous")
@@ -79,45 +81,40 @@ class UsageError(Exception):
 # --------------------------------------------------------------------------- argument types
 
 
-def _positive_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text!r}")
-    return value
+def _argument(convert: Callable[[str], Any], expected: str,
+              check: Callable[[Any], None] | None = None) -> Callable[[str], Any]:
+    """An argparse type: ``convert`` the text, then ``check`` the value (ValueError = bad)."""
+    def parse(text: str) -> Any:
+        try:
+            value = convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected}, got {text!r}") from None
+        if check is not None:
+            try:
+                check(value)
+            except ValueError as exc:
+                raise argparse.ArgumentTypeError(str(exc)) from None
+        return value
+    return parse
 
 
-def _seed(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected an integer seed, got {text!r}") from None
-    if not 0 <= value < 2**32:
-        raise argparse.ArgumentTypeError(f"the seed must be in [0, 2**32), got {text!r}")
-    return value
+def _require(ok: Callable[[Any], bool], message: str) -> Callable[[Any], None]:
+    def check(value: Any) -> None:
+        if not ok(value):
+            raise ValueError(message.format(value))
+    return check
 
 
-def _tol(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 <= value < 0.5:
-        raise argparse.ArgumentTypeError(f"tol must be in [0, 0.5), got {text!r}; 0 gives "
-                                         "exact depth")
-    return value
-
-
-def _contamination(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number, got {text!r}") from None
-    if not 0 < value <= 0.5:
-        raise argparse.ArgumentTypeError(f"contamination must be in (0, 0.5], got {text!r}")
-    return value
+# Ranges of the estimators' parameters come from the estimators' own check.
+_positive_int = _argument(int, "a positive integer",
+                          _require(lambda v: v >= 1, "expected a positive integer, got {}"))
+_seed = _argument(int, "an integer seed",
+                  _require(lambda v: 0 <= v < 2**32, "the seed must be in [0, 2**32), got {}"))
+_tol = _argument(float, "a number",
+                 lambda v: check_params(n_directions=None, tol=v, nan_policy="raise"))
+_contamination = _argument(
+    float, "a number",
+    lambda v: check_params(n_directions=None, tol=0.0, nan_policy="raise", contamination=v))
 
 
 def build_parser() -> argparse.ArgumentParser:
