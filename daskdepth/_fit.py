@@ -20,7 +20,7 @@ from ._graph import (
     score_array,
 )
 from ._kernels import PROJECT_MAX_D, project
-from ._summary import BlockSummary, DepthSummary, LeafStats
+from ._summary import BlockSummary, DepthSummary, LeafStats, mean_bound
 
 #: Most directions per block: one histogram task covers one row chunk and one
 #: block.  ``fit_depth`` uses fewer when the workers' memory limit asks for it
@@ -101,36 +101,38 @@ def refine_summary(summary: BlockSummary, collected: tuple[np.ndarray, np.ndarra
 def refine_plan(trees: list[BlockSummary], n: int, tol: float) -> list[np.ndarray]:
     """Per block, the leaves to split exactly so that the error bound meets ``tol``.
 
-    The bound is the mean over directions of each direction's worst leaf, so
-    only the directions with the worst leaves need splitting: as few as bring
-    the mean down to ``tol`` (each split direction ends at most at ``tol``).
+    The bound is the mean over directions of each direction's worst leaf, and
+    a split direction ends at most at the leaf limit's error, so only the
+    directions with the worst leaves need splitting: the fewest that bring the
+    bound (computed as :meth:`DepthSummary.error_bound` does) down to ``tol``.
     """
     cap = leaf_cap(n, tol)
-    errs = [t.direction_errors(n) for t in trees]
-    flat = np.concatenate(errs)
-    m = flat.size
-    wanted = [np.zeros(t.n_leaves, dtype=bool) for t in trees]
-    excess = flat.sum() - tol * m
-    if excess <= 1e-12 * max(1.0, tol * m):
-        return wanted
+    flat = np.concatenate([t.direction_errors(n) for t in trees])
     done = (cap - 1) / (2.0 * n)
-    chosen = np.zeros(m, dtype=bool)
-    for j in np.argsort(-flat, kind="stable"):
-        if excess <= 1e-12 * max(1.0, tol * m) or flat[j] <= done:
-            break
-        chosen[j] = True
-        excess -= flat[j] - done
+    order = np.argsort(-flat, kind="stable")
+    heavy = int(np.count_nonzero(flat > done))
+
+    def bound_after(k: int) -> float:  # the k worst directions split
+        errs = flat.copy()
+        errs[order[:k]] = np.minimum(errs[order[:k]], done)
+        return mean_bound(errs)
+
+    lo, hi = 0, heavy  # the bound decreases with k, and splitting all meets tol
+    while lo < hi:
+        mid = (lo + hi) // 2
+        if bound_after(mid) <= tol:
+            hi = mid
+        else:
+            lo = mid + 1
+    chosen = np.zeros(flat.size, dtype=bool)
+    chosen[order[:lo]] = True
+    wanted = []
     start = 0
-    for t, w in zip(trees, wanted, strict=True):
+    for t in trees:
         pick = chosen[start:start + t.mb]
         start += t.mb
-        if not pick.any():
-            continue
-        rec = t.records
-        assert rec is not None
-        loose = (rec[:, 1] > cap) & (rec[:, 2] < rec[:, 3])
-        leaf_dir = np.repeat(np.arange(t.mb), np.diff(t.lptr))
-        w |= loose & pick[leaf_dir]
+        wanted.append(t.loose_leaves(cap) & pick[t.leaf_dir] if pick.any()
+                      else np.zeros(t.n_leaves, dtype=bool))
     return wanted
 
 
@@ -211,7 +213,7 @@ def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSumma
             )
     summary = DepthSummary(location, directions, trees, n)
     bound = summary.error_bound()
-    if bound > tol * (1 + 1e-9):  # pragma: no cover - guaranteed by construction
+    if bound > tol:  # pragma: no cover - guaranteed by construction
         warnings.warn(
             f"the certified depth error bound {bound:.3g} is above tol={tol:g}",
             ToleranceWarning, stacklevel=3,

@@ -72,13 +72,6 @@ class LeafStats:
             K.merge_stats(acc, p.acc)
         return cls(acc)
 
-    def merge(self, other: LeafStats) -> LeafStats:
-        return LeafStats.merged([self, other])
-
-    @property
-    def nbytes(self) -> int:
-        return self.acc.nbytes
-
 
 def _guide(bptr: np.ndarray, bounds: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Guide grid size, origin and scale of each direction, from its keys."""
@@ -133,6 +126,11 @@ class BlockSummary:
         return self.bptr + np.arange(self.mb + 1)
 
     @property
+    def leaf_dir(self) -> np.ndarray:
+        """Local direction of every leaf."""
+        return np.repeat(np.arange(self.mb), np.diff(self.lptr))
+
+    @property
     def kptr(self) -> np.ndarray:
         return self.bptr + K.PAD * np.arange(self.mb + 1)
 
@@ -180,8 +178,7 @@ class BlockSummary:
     def collect(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, wanted: np.ndarray,
                 expected: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """(leaf, projection) of every row and direction that lands in a wanted leaf."""
-        lptr = self.lptr
-        dirs = np.add.reduceat(wanted, lptr[:-1]) > 0 if wanted.size else np.zeros(0, bool)
+        dirs = np.logical_or.reduceat(wanted, self.lptr[:-1])  # every direction has a leaf
         return K.collect_block(*_operands(xc, v), valid, *self._route_args(), wanted, dirs,
                                int(expected))
 
@@ -226,9 +223,10 @@ class BlockSummary:
         assert self.records is not None
         return self.records[:, 1].astype(np.int64)
 
-    def loose_leaves(self, stats: LeafStats, cap: float) -> np.ndarray:
-        """Leaves holding more than ``cap`` rows of distinct values."""
-        return (stats.acc[:, 0] > cap) & (stats.acc[:, 1] < stats.acc[:, 2])
+    def loose_leaves(self, cap: float) -> np.ndarray:
+        """Leaves of a finished summary holding more than ``cap`` rows of distinct values."""
+        assert self.records is not None
+        return (self.records[:, 1] > cap) & (self.records[:, 2] < self.records[:, 3])
 
     def split(self, leaves: np.ndarray, values: np.ndarray, *, weight: float, target: float,
               stats: LeafStats | None = None,
@@ -248,7 +246,7 @@ class BlockSummary:
         mb = self.mb
         lptr = self.lptr
         n_old = int(lptr[-1])
-        leaf_dir = np.repeat(np.arange(mb), np.diff(lptr))
+        leaf_dir = self.leaf_dir
         # Leaf k of direction jj spans [bound k-1, bound k), -inf / +inf at the ends.
         lower = np.full(n_old, -np.inf)
         upper = np.full(n_old, np.inf)
@@ -304,6 +302,11 @@ class BlockSummary:
         return np.maximum.reduceat(err, lptr[:-1]) if err.size else np.zeros(self.mb)
 
 
+def mean_bound(errs: np.ndarray) -> float:
+    """Mean of per-direction bounds; it never exceeds the largest, so ``min`` drops rounding."""
+    return float(min(math.fsum(errs) / errs.size, errs.max())) if errs.size else 0.0
+
+
 def _operands(xc: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """``(X, V, P, direct)`` for the kernels: projections inline, or by BLAS when wide."""
     if xc.shape[1] <= K.PROJECT_MAX_D:
@@ -330,11 +333,8 @@ class DepthSummary:
         The depth averages the directions' contributions, so the bound is the
         mean over directions of each direction's worst leaf.
         """
-        if not self.blocks:
-            return 0.0
-        errs = np.concatenate([b.direction_errors(self.n) for b in self.blocks])
-        # The mean never exceeds the largest term; min() drops its rounding excess.
-        return float(min(math.fsum(errs) / errs.size, errs.max()))
+        return mean_bound(np.concatenate([b.direction_errors(self.n) for b in self.blocks]
+                                         or [np.zeros(0)]))
 
     def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         """Depth of the rows of ``x`` (NaN where ``valid`` is False)."""

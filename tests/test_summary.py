@@ -90,23 +90,15 @@ def test_error_bound_is_mean_of_each_directions_worst_leaf():
     assert err.max() <= model.error_bound_ + 1e-12
 
 
-class _FakeTree:
-    def __init__(self, errs: list[float], n: int, cap: int):
-        self.mb = len(errs)
-        self.n_leaves = 2 * self.mb
-        self.lptr = 2 * np.arange(self.mb + 1)
-        rec = np.zeros((self.n_leaves, 4))
-        for j, e in enumerate(errs):
-            c = round(e * 2 * n) + 1
-            rec[2 * j] = (0, c, 0.0, 1.0)          # the direction's worst leaf
-            rec[2 * j + 1] = (c, cap // 2, 2.0, 3.0)  # a light one
-        rec[:, 1] = np.maximum(rec[:, 1], 1)
-        self.records = rec
-
-    def direction_errors(self, n: int) -> np.ndarray:
-        c = self.records[:, 1]
-        err = np.where(c >= 2, (c - 1) / (2.0 * n), 0.0)
-        return np.maximum.reduceat(err, self.lptr[:-1])
+def _finished(errs: list[float], n: int, cap: int) -> BlockSummary:
+    """A finished block whose direction j has a worst leaf of error ``errs[j]``."""
+    block = _block([np.array([0.5])] * len(errs))
+    rec = np.zeros((block.n_leaves, 4))
+    for j, e in enumerate(errs):
+        c = round(e * 2 * n) + 1
+        rec[2 * j] = (0, c, 0.0, 0.4)            # the direction's worst leaf
+        rec[2 * j + 1] = (c, cap // 2, 0.6, 0.9)  # a light one
+    return block.with_stats(LeafStats.from_arrays(rec[:, 1], rec[:, 2], rec[:, 3]))
 
 
 def test_refine_plan_splits_only_the_directions_needed():
@@ -115,12 +107,12 @@ def test_refine_plan_splits_only_the_directions_needed():
     ok = (cap - 1) / (2 * n)
     # Four directions at the limit, one at 3x: the mean is over tol, and
     # splitting the worst direction alone brings it back.
-    trees = [_FakeTree([ok, ok, 3 * ok], n, cap), _FakeTree([ok, ok], n, cap)]
+    trees = [_finished([ok, ok, 3 * ok], n, cap), _finished([ok, ok], n, cap)]
     wanted = _fit.refine_plan(trees, n, tol)
     assert wanted[0].tolist() == [False, False, False, False, True, False]
     assert not wanted[1].any()
     # Nothing to do when the mean already meets tol.
-    trees = [_FakeTree([ok / 2, ok / 2, 1.4 * ok], n, cap)]
+    trees = [_finished([ok / 2, ok / 2, 1.4 * ok], n, cap)]
     assert not _fit.refine_plan(trees, n, tol)[0].any()
 
 
