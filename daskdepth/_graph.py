@@ -92,6 +92,23 @@ def tree_reduce(parts: Sequence[Delayed], combine: Callable[..., Any], name: str
     return parts[0]
 
 
+def reduce_chunks(chunks: Sequence[Delayed], chunk_fn: Callable[..., Any],
+                  merge_fn: Callable[..., Any], *, key: tuple, merge_key: str,
+                  args: Sequence[Any] = (), starts: Sequence[int] | None = None) -> Delayed:
+    """One ``chunk_fn`` task per row chunk, reduced in a tree of ``merge_fn`` calls.
+
+    Task ``i`` computes ``chunk_fn(chunks[i], *args)``, or with ``starts``
+    ``chunk_fn(chunks[i], starts[i], *args)`` (the chunk's first global row),
+    under the key ``(*key, i)``.
+    """
+    parts = [
+        delayed(chunk_fn, pure=True)(c, *(() if starts is None else (starts[i],)), *args,
+                                     dask_key_name=(*key, i))
+        for i, c in enumerate(chunks)
+    ]
+    return tree_reduce(parts, merge_fn, merge_key)
+
+
 def row_blocks(x: da.Array) -> tuple[list[Delayed], list[int]]:
     """One Delayed per row chunk of a 2-D array with a single column chunk."""
     blocks = list(x.to_delayed().ravel())
@@ -149,13 +166,11 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
     """One pass: count, mean, scatter, non-finite rows and a row sample."""
     p = min(1.0, sample_size / max(1, x.shape[0]))
     blocks, starts = row_blocks(x)
-    parts = [
-        delayed(_moments_chunk, pure=True)(b, s, seed, p,
-                                          dask_key_name=(f"daskdepth-moments-{token}", i))
-        for i, (b, s) in enumerate(zip(blocks, starts, strict=True))
-    ]
+    out = reduce_chunks(blocks, _moments_chunk, _moments_merge,
+                        key=(f"daskdepth-moments-{token}",), merge_key=f"daskdepth-merge-{token}",
+                        args=(seed, p), starts=starts)
     with phase("moments"):
-        (result,) = dask.compute(tree_reduce(parts, _moments_merge, f"daskdepth-merge-{token}"))
+        (result,) = dask.compute(out)
     return result
 
 
@@ -204,12 +219,10 @@ def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int,
                if isinstance(tree, BlockSummary) else tree)
         v = np.ascontiguousarray(directions[j0:j1])
         more = tuple(extra[b]) if extra is not None else ()
-        parts = [
-            delayed(chunk_fn, pure=True)(blk, *args, ref, v, *more,
-                                         dask_key_name=(f"daskdepth-{verb}-{token}", i, b))
-            for i, blk in enumerate(row_parts)
-        ]
-        outs.append(tree_reduce(parts, merge_fn, f"daskdepth-merge-{token}-{b}"))
+        outs.append(reduce_chunks(row_parts, chunk_fn, merge_fn,
+                                  key=(f"daskdepth-{verb}-{token}", b),
+                                  merge_key=f"daskdepth-merge-{token}-{b}",
+                                  args=(*args, ref, v, *more)))
     return outs
 
 

@@ -44,7 +44,7 @@ from threadpoolctl import threadpool_limits
 
 from . import _robust_kernels as R
 from ._covariance import sample_covariance
-from ._graph import phase, row_blocks, tree_reduce
+from ._graph import phase, reduce_chunks, row_blocks, tree_reduce
 from ._kernels import row_uniforms
 
 #: The accepted values of ``covariance=`` besides a precomputed matrix.
@@ -190,13 +190,12 @@ def subsample(x: da.Array, *, seed: int, size: int, token: str) -> np.ndarray:
     """Finite rows drawn with probability ``size / n_rows``, keyed on the global row index."""
     p = min(1.0, size / max(1, x.shape[0]))
     blocks, starts = row_blocks(x)
-    parts = [
-        delayed(_subsample_chunk, pure=True)(b, s, seed, p,
-                                             dask_key_name=(f"daskdepth-subsample-{token}", i))
-        for i, (b, s) in enumerate(zip(blocks, starts, strict=True))
-    ]
+    sample = reduce_chunks(blocks, _subsample_chunk, _concat,
+                           key=(f"daskdepth-subsample-{token}",),
+                           merge_key=f"daskdepth-merge-{token}-subsample", args=(seed, p),
+                           starts=starts)
     with phase("mcd-subsample"):
-        (out,) = dask.compute(tree_reduce(parts, _concat, f"daskdepth-merge-{token}-subsample"))
+        (out,) = dask.compute(sample)
     return out
 
 
@@ -486,11 +485,9 @@ def ledoit_wolf(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *,
     if mean.shape[0] == 1:
         return R.ledoit_wolf(n, scatter, 0.0)
     blocks, _ = row_blocks(x)
-    parts = [
-        delayed(R.fourth_moment_chunk, pure=True)(
-            b, mean, dask_key_name=(f"daskdepth-shrinkage-{token}", i))
-        for i, b in enumerate(blocks)
-    ]
+    total = reduce_chunks(blocks, R.fourth_moment_chunk, _add,
+                          key=(f"daskdepth-shrinkage-{token}",),
+                          merge_key=f"daskdepth-merge-{token}-shrinkage", args=(mean,))
     with phase("shrinkage"):
-        (fourth,) = dask.compute(tree_reduce(parts, _add, f"daskdepth-merge-{token}-shrinkage"))
+        (fourth,) = dask.compute(total)
     return R.ledoit_wolf(n, scatter, fourth)
