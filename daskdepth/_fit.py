@@ -74,7 +74,7 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     stats = (LeafStats.from_arrays(np.full(mb, s), proj[:, 0].copy(), proj[:, -1].copy())
              if exact else None)
     leaves = np.repeat(np.arange(mb, dtype=np.int64), s)
-    summary, stats = empty.split(leaves, proj.ravel(), weight=n / s,
+    summary, stats = empty.split(leaves, proj.ravel(), scale=n / s,
                                  target=cap if exact else PILOT_GUARD * cap, stats=stats,
                                  presorted=True)
     return finish_summary(summary, stats, cap) if exact else summary
@@ -86,15 +86,17 @@ def finish_summary(summary: BlockSummary, stats: LeafStats, cap: int) -> BlockSu
     return summary.with_stats(stats)
 
 
-def refine_summary(summary: BlockSummary, collected: tuple[np.ndarray, np.ndarray],
+def refine_summary(summary: BlockSummary,
+                   collected: tuple[np.ndarray, np.ndarray, np.ndarray],
                    cap: int) -> BlockSummary:
     """Split the collected leaves of a finished summary exactly and finish again."""
-    leaves, values = collected
+    leaves, values, weights = collected
     assert summary.records is not None
     stats = LeafStats.from_arrays(summary.records[:, 1], summary.records[:, 2],
                                   summary.records[:, 3])
     if leaves.size:
-        summary, stats = summary.split(leaves, values, weight=1.0, target=cap, stats=stats)
+        summary, stats = summary.split(leaves, values, weights=weights, target=cap,
+                                       stats=stats)
     return finish_summary(summary, stats, cap)
 
 

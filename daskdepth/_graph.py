@@ -20,6 +20,7 @@ import numpy as np
 from dask.delayed import Delayed, delayed
 
 from . import _kernels as K
+from ._rows import Rows, prepare_rows
 from ._summary import BlockSummary, DepthSummary, LeafStats
 
 #: How many offending row indices an error message lists.
@@ -177,41 +178,46 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
 # --------------------------------------------------------------------------- histogram passes
 
 
-def _histogram_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary,
-                     v: np.ndarray) -> LeafStats:
-    x = np.asarray(x, dtype=np.float64)
-    valid = np.isfinite(x).all(axis=1)
-    xc = np.ascontiguousarray(x - location)
-    return tree.accumulate(xc, v, valid, LeafStats.empty(tree.n_leaves))
+def _rows_chunk(x: np.ndarray, location: np.ndarray) -> Rows:
+    return prepare_rows(x, location, keep_inverse=False)
+
+
+def _histogram_chunk(rows: Rows, tree: BlockSummary, v: np.ndarray) -> LeafStats:
+    return tree.accumulate(rows, v, LeafStats.empty(tree.n_leaves))
 
 
 def _stats_merge(*parts: LeafStats) -> LeafStats:
     return LeafStats.merged(list(parts))
 
 
-def _collect_chunk(x: np.ndarray, location: np.ndarray, tree: BlockSummary, v: np.ndarray,
-                   wanted: np.ndarray, wanted_rows: int, n: int) -> tuple[np.ndarray, np.ndarray]:
-    x = np.asarray(x, dtype=np.float64)
-    valid = np.isfinite(x).all(axis=1)
-    xc = np.ascontiguousarray(x - location)
+def _collect_chunk(rows: Rows, tree: BlockSummary, v: np.ndarray, wanted: np.ndarray,
+                   wanted_rows: int, n: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     # The chunk's share of the wanted values, with room for fluctuations.
-    expected = int(1.25 * wanted_rows * x.shape[0] / max(n, 1)) + 1024
-    return tree.collect(xc, v, valid, wanted, expected)
+    expected = int(1.25 * wanted_rows * rows.n_rows / max(n, 1)) + 1024
+    return tree.collect(rows, v, wanted, expected)
 
 
-def _collect_merge(*parts: tuple[np.ndarray, np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    return (np.concatenate([p[0] for p in parts]), np.concatenate([p[1] for p in parts]))
+def _collect_merge(*parts: tuple[np.ndarray, ...]) -> tuple[np.ndarray, ...]:
+    return tuple(np.concatenate([p[i] for p in parts]) for i in range(len(parts[0])))
 
 
-def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int, int, Any]],
-                chunk_fn: Callable[..., Any], merge_fn: Callable[..., Any], args: Sequence[Any],
-                extra: Sequence[Sequence[Any]] | None, token: str, verb: str) -> list[Delayed]:
+def _block_pass(x: da.Array, location: np.ndarray, directions: np.ndarray,
+                blocks: Sequence[tuple[int, int, Any]], chunk_fn: Callable[..., Any],
+                merge_fn: Callable[..., Any], extra: Sequence[Sequence[Any]] | None, token: str,
+                verb: str) -> list[Delayed]:
     """One task per (row chunk, direction block), reduced over row chunks per block.
 
     ``blocks`` holds ``(j0, j1, tree)`` where ``tree`` is a :class:`BlockSummary`,
     a Delayed one built by earlier tasks of the same graph, or a scattered Future.
+    Each row chunk is centred and its duplicate rows merged once, by a task
+    that every direction block's task of that chunk reads.
     """
-    row_parts, _ = row_blocks(x)
+    chunks, _ = row_blocks(x)
+    row_parts = [
+        delayed(_rows_chunk, pure=True)(c, location,
+                                        dask_key_name=(f"daskdepth-deduplicate-{token}", i))
+        for i, c in enumerate(chunks)
+    ]
     outs = []
     for b, (j0, j1, tree) in enumerate(blocks):
         # Summaries are broadcast once; Delayed ones and Futures are already references.
@@ -222,7 +228,7 @@ def _block_pass(x: da.Array, directions: np.ndarray, blocks: Sequence[tuple[int,
         outs.append(reduce_chunks(row_parts, chunk_fn, merge_fn,
                                   key=(f"daskdepth-{verb}-{token}", b),
                                   merge_key=f"daskdepth-merge-{token}-{b}",
-                                  args=(*args, ref, v, *more)))
+                                  args=(ref, v, *more)))
     return outs
 
 
@@ -233,7 +239,7 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
     Statistics merge by sum / min / max, which is exact and independent of the
     chunking and of the reduction order.
     """
-    return _block_pass(x, directions, blocks, _histogram_chunk, _stats_merge, (location,), None,
+    return _block_pass(x, location, directions, blocks, _histogram_chunk, _stats_merge, None,
                        token, "histogram")
 
 
@@ -241,13 +247,13 @@ def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   blocks: Sequence[tuple[int, int, Any]],
                   wanted: Sequence[tuple[np.ndarray, int, int]], *,
                   token: str) -> list[Delayed]:
-    """Delayed (leaf, projection) pairs of the rows in the wanted leaves, per block.
+    """Delayed (leaf, projection, weight) of the rows in the wanted leaves, per block.
 
     ``wanted`` holds, per block, the leaf mask, the rows in those leaves and the
     total row count (to size each chunk's output).
     """
-    return _block_pass(x, directions, blocks, _collect_chunk, _collect_merge, (location,),
-                       wanted, token, "refine")
+    return _block_pass(x, location, directions, blocks, _collect_chunk, _collect_merge, wanted,
+                       token, "refine")
 
 
 # --------------------------------------------------------------------------- scoring

@@ -56,6 +56,61 @@ def row_uniforms(row_start, nrows, seed):
     return out
 
 
+# --------------------------------------------------------------------------- duplicates
+
+
+@_jit
+def distinct_rows(B, valid):
+    """Distinct valid rows of ``B`` (rows of float64 bits as ``uint64``).
+
+    Returns the index of each distinct row's first occurrence (in row order),
+    the distinct row of every row (``-1`` where not ``valid``) and each
+    distinct row's multiplicity.  Rows are compared bit for bit, so equal rows
+    have equal projections whatever the directions (``-0.0`` and ``0.0`` stay
+    apart, which only costs a missed merge).  Open addressing on a table of
+    at least twice the rows.
+    """
+    nr, d = B.shape
+    size = 16
+    while size < 2 * nr:
+        size *= 2
+    mask = np.uint64(size - 1)
+    slots = np.full(size, -1, dtype=np.int64)
+    first = np.empty(nr, dtype=np.int64)
+    inverse = np.empty(nr, dtype=np.int64)
+    counts = np.zeros(nr, dtype=np.float64)
+    nu = 0
+    for i in range(nr):
+        if not valid[i]:
+            inverse[i] = -1
+            continue
+        h = np.uint64(d)
+        for k in range(d):
+            h = _splitmix64(h ^ B[i, k])
+        s = h & mask
+        while True:
+            u = slots[s]
+            if u < 0:
+                slots[s] = nu
+                first[nu] = i
+                inverse[i] = nu
+                counts[nu] = 1.0
+                nu += 1
+                break
+            r = first[u]
+            same = True
+            for k in range(d):
+                if B[r, k] != B[i, k]:
+                    same = False
+                    break
+            if same:
+                inverse[i] = u
+                counts[u] += 1.0
+                break
+            s = (s + np.uint64(1)) & mask
+    return first[:nu].copy(), inverse, counts[:nu].copy()
+
+
 # --------------------------------------------------------------------------- routing
 #
 # Direction ``jj`` of a block has ``nk`` sorted interior keys stored at
@@ -165,11 +220,13 @@ def guide_table(g_lo, g_scale, g, kptr, keys):
 
 
 @_jit
-def count_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lptr, acc):
+def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, table, lptr,
+                acc):
     """Add count, minimum and maximum of every projection to its leaf's row of ``acc``.
 
-    ``acc`` has one ``(count, min, max, unused)`` record of 32 bytes per leaf, so
-    that an update touches a single cache line.
+    Row ``i`` counts ``weight[i]`` times (its multiplicity).  ``acc`` has one
+    ``(count, min, max, unused)`` record of 32 bytes per leaf, so that an
+    update touches a single cache line.
     """
     gm = g + 0.5
     nr = valid.size
@@ -187,15 +244,15 @@ def count_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lpt
                     continue
                 p = pbuf[s]
                 r = acc[l0 + np.int64(lbuf[s])]
-                r[0] += 1.0
+                r[0] += weight[t0 + s]
                 r[1] = min(r[1], p)
                 r[2] = max(r[2], p)
 
 
 @_jit
-def collect_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lptr, wanted,
-                  dirs, expected):
-    """Leaf and projection of every value that lands in a ``wanted`` leaf.
+def collect_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, table, lptr,
+                  wanted, dirs, expected):
+    """Leaf, projection and row weight of every value that lands in a ``wanted`` leaf.
 
     Only the directions with ``dirs[jj]`` set are routed.  ``expected`` sizes
     the output buffer, which grows if it is exceeded.
@@ -207,6 +264,7 @@ def collect_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, l
     cap = max(16, expected)
     nodes = np.empty(cap, dtype=np.int64)
     values = np.empty(cap, dtype=np.float64)
+    weights = np.empty(cap, dtype=np.float64)
     h = 0
     for jj in range(g_lo.size):
         if not dirs[jj]:
@@ -225,14 +283,18 @@ def collect_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, l
                     cap *= 2
                     n2 = np.empty(cap, dtype=np.int64)
                     v2 = np.empty(cap, dtype=np.float64)
+                    w2 = np.empty(cap, dtype=np.float64)
                     n2[:h] = nodes[:h]
                     v2[:h] = values[:h]
+                    w2[:h] = weights[:h]
                     nodes = n2
                     values = v2
+                    weights = w2
                 nodes[h] = node
                 values[h] = pbuf[s]
+                weights[h] = weight[t0 + s]
                 h += 1
-    return nodes[:h].copy(), values[:h].copy()
+    return nodes[:h].copy(), values[:h].copy(), weights[:h].copy()
 
 
 @_jit
@@ -283,11 +345,13 @@ def merge_stats(out, other):
 
 
 @_jit
-def plan_cuts(nodes, values, weight, target, lower, upper):
+def plan_cuts(nodes, values, weights, scale, target, lower, upper):
     """Cut leaves into children from their sorted values (greedy, tie-aware).
 
     ``nodes`` and ``values`` are sorted by (node, value); node ``k`` spans
-    ``[lower[k], upper[k])``.  Distinct values are packed left to right into
+    ``[lower[k], upper[k])``.  Value ``i`` stands for ``weights[i]`` rows (one
+    each when ``weights`` is empty), and a row weighs ``scale`` (rows of the
+    data per sampled row).  Distinct values are packed left to right into
     children whose weighted mass stays <= ``target``; a value heavier than
     ``target`` (an atom) gets the child ``[a, nextafter(a))`` of its own, so that
     values missing from a sample cannot land in it.  Returns, for each node with
@@ -299,7 +363,8 @@ def plan_cuts(nodes, values, weight, target, lower, upper):
     split_node = np.empty(n, dtype=np.int64)
     split_nch = np.empty(n, dtype=np.int64)
     out_keys = np.empty(2 * n, dtype=np.float64)
-    ch_count = np.empty(3 * n, dtype=np.int64)
+    ch_count = np.empty(3 * n, dtype=np.float64)
+    unit = weights.size == 0
     ch_min = np.empty(3 * n, dtype=np.float64)
     ch_max = np.empty(3 * n, dtype=np.float64)
     ns = 0
@@ -316,16 +381,18 @@ def plan_cuts(nodes, values, weight, target, lower, upper):
         c0 = nc
         last = lower[node]  # lower bound of the open child
         cur = 0.0
-        cnt = 0
+        cnt = 0.0
         cmin = np.inf
         cmax = -np.inf
         k = i
         while k < j:
             a = values[k]
             r = k
+            rows = 0.0
             while r < j and values[r] == a:
+                rows += 1.0 if unit else weights[r]
                 r += 1
-            mass = (r - k) * weight
+            mass = rows * scale
             heavy = mass > target
             if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
                 out_keys[ne] = a  # close the open child below a
@@ -336,11 +403,11 @@ def plan_cuts(nodes, values, weight, target, lower, upper):
                 nc += 1
                 last = a
                 cur = 0.0
-                cnt = 0
+                cnt = 0.0
                 cmin = np.inf
                 cmax = -np.inf
             cur += mass
-            cnt += r - k
+            cnt += rows
             cmin = min(cmin, a)
             cmax = max(cmax, a)
             if heavy:
@@ -354,7 +421,7 @@ def plan_cuts(nodes, values, weight, target, lower, upper):
                     nc += 1
                     last = nxt
                     cur = 0.0
-                    cnt = 0
+                    cnt = 0.0
                     cmin = np.inf
                     cmax = -np.inf
             k = r

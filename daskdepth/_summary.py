@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from . import _kernels as K
+from ._rows import Rows, prepare_rows
 
 #: Guide grid cells per direction: four per key (measured: fewer leave several
 #: keys per cell on clustered data and the search runs longer), within limits.
@@ -169,18 +170,18 @@ class BlockSummary:
 
     # ---------------------------------------------------------------- passes
 
-    def accumulate(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
-                   stats: LeafStats) -> LeafStats:
-        """Add centred rows ``xc`` to ``stats`` (in place) and return it."""
-        K.count_block(*_operands(xc, v), valid, *self._route_args(), stats.acc)
+    def accumulate(self, rows: Rows, v: np.ndarray, stats: LeafStats) -> LeafStats:
+        """Add the (weighted) rows to ``stats`` (in place) and return it."""
+        K.count_block(*_operands(rows.x, v), rows.valid, rows.weight, *self._route_args(),
+                      stats.acc)
         return stats
 
-    def collect(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, wanted: np.ndarray,
-                expected: int = 0) -> tuple[np.ndarray, np.ndarray]:
-        """(leaf, projection) of every row and direction that lands in a wanted leaf."""
+    def collect(self, rows: Rows, v: np.ndarray, wanted: np.ndarray,
+                expected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(leaf, projection, weight) of every row and direction in a wanted leaf."""
         dirs = np.logical_or.reduceat(wanted, self.lptr[:-1])  # every direction has a leaf
-        return K.collect_block(*_operands(xc, v), valid, *self._route_args(), wanted, dirs,
-                               int(expected))
+        return K.collect_block(*_operands(rows.x, v), rows.valid, rows.weight,
+                               *self._route_args(), wanted, dirs, int(expected))
 
     def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, n: int,
                    out: np.ndarray) -> None:
@@ -228,21 +229,27 @@ class BlockSummary:
         assert self.records is not None
         return (self.records[:, 1] > cap) & (self.records[:, 2] < self.records[:, 3])
 
-    def split(self, leaves: np.ndarray, values: np.ndarray, *, weight: float, target: float,
+    def split(self, leaves: np.ndarray, values: np.ndarray, *, target: float,
+              weights: np.ndarray | None = None, scale: float = 1.0,
               stats: LeafStats | None = None,
               presorted: bool = False) -> tuple[BlockSummary, LeafStats | None]:
         """Split leaves at keys chosen from the values that fall in them.
 
-        ``leaves``/``values`` list the (weighted) values of each leaf to split
-        (``presorted``: already ordered by leaf, then value); children hold at
-        most ``target`` weighted rows unless they are atoms.  New keys fall
-        strictly inside their leaf, so other leaves keep their rows.  With
-        ``stats`` (exact values, ``weight == 1``) the new leaves' statistics are
-        exact and returned with the others'.
+        ``leaves``/``values`` list the values of each leaf to split
+        (``presorted``: already ordered by leaf, then value), each standing for
+        ``weights`` rows (default one) of ``scale`` rows of the data each;
+        children hold at most ``target`` such rows unless they are atoms.  New
+        keys fall strictly inside their leaf, so other leaves keep their rows.
+        With ``stats`` (all the leaves' values, ``scale == 1``) the new leaves'
+        statistics are exact and returned with the others'.
         """
+        if weights is None:
+            weights = np.zeros(0)
         if not presorted:
             order = np.lexsort((values, leaves))
             leaves, values = leaves[order], values[order]
+            if weights.size:
+                weights = weights[order]
         mb = self.mb
         lptr = self.lptr
         n_old = int(lptr[-1])
@@ -257,7 +264,8 @@ class BlockSummary:
         lower[has_lo] = self.bounds[bidx[has_lo] - 1]
         upper[has_hi] = self.bounds[bidx[has_hi]]
         sl, nch, new_bounds, ch_count, ch_min, ch_max = K.plan_cuts(
-            leaves, values, float(weight), float(target), lower, upper)
+            leaves, values, np.ascontiguousarray(weights, dtype=np.float64), float(scale),
+            float(target), lower, upper)
         new_dirs = np.repeat(leaf_dir[sl], nch - 1)
         if self.bounds.size == 0:
             # Planned from scratch: the keys come out ordered by direction, then value.
@@ -337,15 +345,14 @@ class DepthSummary:
                                          or [np.zeros(0)]))
 
     def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-        """Depth of the rows of ``x`` (NaN where ``valid`` is False)."""
-        x = np.asarray(x, dtype=np.float64)
-        if valid is None:
-            valid = np.isfinite(x).all(axis=1)
-        xc = np.ascontiguousarray(x - self.location)
-        out = np.zeros(x.shape[0])
+        """Depth of the rows of ``x`` (NaN where ``valid`` is False).
+
+        Duplicate rows are scored once (:func:`daskdepth._rows.prepare_rows`).
+        """
+        rows = prepare_rows(x, self.location, valid)
+        out = np.zeros(rows.x.shape[0])
         for b in self.blocks:
-            b.score_into(xc, np.ascontiguousarray(self.directions[b.j0:b.j1]), valid, self.n,
-                         out)
+            b.score_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]), rows.valid,
+                         self.n, out)
         out /= self.n * self.directions.shape[0]
-        out[~valid] = np.nan
-        return out
+        return rows.expand(out)

@@ -29,7 +29,7 @@ def _leaves(block: BlockSummary, values: np.ndarray) -> np.ndarray:
     for i, p in enumerate(values):
         acc[:] = 0
         K.count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
-                      *block._route_args(), acc)
+                      np.ones(1), *block._route_args(), acc)
         out[i] = int(np.flatnonzero(acc[:, 0][: block.lptr[1]])[0])
     return out
 
@@ -60,7 +60,7 @@ def test_plan_cuts_gives_heavy_atoms_a_leaf_of_their_own():
     # Sampled values: an atom at 0.5 (10 copies) between distinct values.
     values = np.sort(np.concatenate([np.linspace(0, 1, 21), np.full(10, 0.5)]))
     nodes = np.zeros(values.size, dtype=np.int64)
-    sl, nch, keys, cnt, vmin, vmax = K.plan_cuts(nodes, values, 1.0, 4.0,
+    sl, nch, keys, cnt, vmin, vmax = K.plan_cuts(nodes, values, np.zeros(0), 1.0, 4.0,
                                                  np.array([-np.inf]), np.array([np.inf]))
     assert sl.tolist() == [0]
     assert 0.5 in keys and np.nextafter(0.5, np.inf) in keys

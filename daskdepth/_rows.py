@@ -1,0 +1,81 @@
+"""Row chunks prepared for the kernels: centred, finite, duplicate rows merged.
+
+Real anomaly-detection data repeat rows a lot (a row chunk of the Http set
+holds about half as many distinct rows as rows).  Equal rows have equal
+projections on every direction, so each distinct row is routed once and
+counted with its multiplicity, and its depth is copied to its duplicates:
+the results are the same bits, for a fraction of the work.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _kernels as K
+
+#: Duplicates are merged only when that removes at least this fraction of a
+#: chunk's finite rows; otherwise gathering the distinct rows costs more than
+#: it saves.  Finding them costs about 30 ns per row of 3 features, against
+#: several nanoseconds per row and direction for routing.
+MERGE_MIN_GAIN = 0.1
+
+
+@dataclass
+class Rows:
+    """Centred rows for the kernels and how they map back to the chunk's rows.
+
+    ``x`` holds the rows the kernels see; ``valid`` marks those to use and
+    ``weight`` how many rows of the chunk each one stands for.  ``inverse``
+    gives, for each row of the chunk, its row of ``x`` (``-1`` when not
+    finite); it is ``None`` when ``x`` is the chunk itself, or when the caller
+    did not ask for it.
+    """
+
+    x: np.ndarray
+    valid: np.ndarray
+    weight: np.ndarray
+    inverse: np.ndarray | None
+    n_rows: int
+
+    def expand(self, values: np.ndarray) -> np.ndarray:
+        """Per-row ``values`` of ``x`` back to the chunk's rows (NaN where not finite)."""
+        if self.inverse is None:
+            if values.shape[0] != self.n_rows:
+                raise ValueError("rows were merged but the inverse map was not kept")
+            out = values.copy()
+            out[~self.valid] = np.nan
+            return out
+        out = np.full(self.n_rows, np.nan)
+        keep = self.inverse >= 0
+        out[keep] = values[self.inverse[keep]]
+        return out
+
+
+def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None = None, *,
+                 keep_inverse: bool = True, merge: bool = True) -> Rows:
+    """Centre the rows of ``x`` on ``location`` and merge duplicate finite rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> rows = prepare_rows(np.array([[1.0, 2.0], [1.0, 2.0], [3.0, np.nan], [1.0, 2.0],
+    ...                               [0.0, 0.0]]), np.zeros(2))
+    >>> rows.x.tolist(), rows.weight.tolist()
+    ([[1.0, 2.0], [0.0, 0.0]], [3.0, 1.0])
+    >>> rows.expand(np.array([0.25, 0.0])).tolist()
+    [0.25, 0.25, nan, 0.25, 0.0]
+    """
+    x = np.asarray(x, dtype=np.float64)
+    if valid is None:
+        valid = np.isfinite(x).all(axis=1)
+    xc = np.ascontiguousarray(x - location)
+    n_rows = xc.shape[0]
+    n_valid = int(np.count_nonzero(valid))
+    if merge and n_valid > 1:
+        first, inverse, counts = K.distinct_rows(xc.view(np.uint64), valid)
+        if first.size <= (1.0 - MERGE_MIN_GAIN) * n_valid:
+            return Rows(np.ascontiguousarray(xc[first]), np.ones(first.size, dtype=bool),
+                        counts, inverse if keep_inverse else None, n_rows)
+    return Rows(xc, valid, valid.astype(np.float64), None, n_rows)

@@ -1,0 +1,61 @@
+"""Duplicate rows merged before routing: same results, bit for bit."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+from conftest import DISTRIBUTED_ROWS, chunked
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra.numpy import arrays
+
+import daskdepth
+from daskdepth import _graph, _rows, _summary
+
+
+@settings(max_examples=60, deadline=None)
+@given(arrays(np.float64, st.tuples(st.integers(1, 40), st.integers(1, 4)),
+              elements=st.sampled_from([0.0, 1.0, -2.5, 3.0, np.nan, np.inf])))
+def test_prepare_rows_maps_every_row_to_an_equal_distinct_row(x):
+    loc = np.full(x.shape[1], 0.5)
+    rows = _rows.prepare_rows(x, loc)
+    finite = np.isfinite(x).all(axis=1)
+    assert rows.weight[rows.valid].sum() == finite.sum()
+    if rows.inverse is None:  # nothing worth merging: the chunk itself
+        np.testing.assert_array_equal(rows.x, x - loc)
+        np.testing.assert_array_equal(rows.valid, finite)
+    else:
+        assert np.array_equal(rows.inverse >= 0, finite)
+        np.testing.assert_array_equal(rows.x[rows.inverse[finite]], x[finite] - loc)
+        assert np.unique(rows.x, axis=0).shape[0] == rows.x.shape[0]
+        assert rows.x.shape[0] <= (1 - _rows.MERGE_MIN_GAIN) * finite.sum()
+    depth = np.arange(rows.x.shape[0], dtype=np.float64)
+    out = rows.expand(depth)
+    assert np.isnan(out[~finite]).all() and not np.isnan(out[finite]).any()
+
+
+def _fit_and_score(x, monkeypatch, merge):
+    monkeypatch.setattr(_graph, "prepare_rows",
+                        functools.partial(_rows.prepare_rows, merge=merge))
+    monkeypatch.setattr(_summary, "prepare_rows",
+                        functools.partial(_rows.prepare_rows, merge=merge))
+    model = daskdepth.AIIRW(n_directions=24, random_state=3, nan_policy="omit", tol=1e-3)
+    model.fit(chunked(x, 17_000))
+    return model, np.asarray(model.score_samples(x))
+
+
+def test_merging_duplicates_changes_no_bit(monkeypatch):
+    # Integer data with heavy duplication, some NaN rows, on the distributed path.
+    rng = np.random.default_rng(5)
+    x = rng.integers(0, 6, size=(DISTRIBUTED_ROWS, 3)).astype(np.float64)
+    x[rng.choice(x.shape[0], 30, replace=False), 1] = np.nan
+    x = np.vstack([x, rng.normal(size=(5000, 3))])
+    with np.errstate(invalid="ignore"):
+        merged, d1 = _fit_and_score(x, monkeypatch, merge=True)
+        plain, d2 = _fit_and_score(x, monkeypatch, merge=False)
+    assert merged.n_passes_ >= 1  # the histogram pass ran
+    np.testing.assert_array_equal(d1, d2)
+    assert merged.error_bound_ == plain.error_bound_
+    for a, b in zip(merged.summary_.blocks, plain.summary_.blocks, strict=True):
+        np.testing.assert_array_equal(a.bounds, b.bounds)
