@@ -19,7 +19,7 @@ from ._graph import (
     phase,
     score_array,
 )
-from ._kernels import PROJECT_MAX_D, project
+from ._kernels import PROJECT_MAX_D, plan_cuts, project_columns
 from ._summary import BlockSummary, DepthSummary, LeafStats, mean_bound
 
 #: Most directions per block: one histogram task covers one row chunk and one
@@ -41,14 +41,15 @@ class FitInfo:
 
 
 def leaf_cap(n: int, tol: float) -> int:
-    """Most rows a leaf of distinct values may hold for an error <= tol.
+    """Most rows a leaf that is not an atom may hold for an error <= tol.
 
-    The midpoint estimate misplaces at most ``(count - 1) / 2`` of a leaf's rows.
+    The midpoint estimate misplaces at most ``count / 2`` of a leaf's rows; with
+    a cap of 0 (``tol < 1 / (2 n)``) every value gets a leaf of its own.
     """
     k = int(np.floor(2 * tol * n + 1e-9))
-    while k > 0 and k / (2.0 * n) > tol:  # the bound is computed as (count - 1) / (2 n)
+    while k > 0 and k / (2.0 * n) > tol:  # the bound is computed as count / (2 n)
         k -= 1
-    return k + 1
+    return k
 
 
 def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
@@ -56,32 +57,43 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     """Leaf keys of one direction block planned from a row sample (in memory).
 
     Each direction's sorted sampled projections are cut greedily into leaves of
-    about half the row limit (scaled up from the sample), atoms apart.  When the
-    sample is the whole data the cut is exact and the summary comes back
-    finished; otherwise a pass over the data counts its leaves.
+    a fraction of the row limit (scaled up from the sample), atoms apart.  When
+    the sample is the whole data the cut is exact and the summary comes back
+    finished; otherwise a pass over the data counts its leaves.  Directions are
+    projected and sorted one at a time (narrow data), so the working set stays
+    a few sample-sized vectors.
     """
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
-    if sample_c.shape[1] <= PROJECT_MAX_D:
-        # The same bits as the routing kernels: atoms' keys must match exactly.
-        proj = project(sample_c, v)
-    else:
-        proj = np.ascontiguousarray(v @ sample_c.T)
-    proj.sort(axis=1)
-    empty = BlockSummary.build(j0, j1, np.zeros(mb + 1, dtype=np.int64), np.zeros(0))
     cap = leaf_cap(n, tol)
-    stats = (LeafStats.from_arrays(np.full(mb, s), proj[:, 0].copy(), proj[:, -1].copy())
-             if exact else None)
-    leaves = np.repeat(np.arange(mb, dtype=np.int64), s)
-    summary, stats = empty.split(leaves, proj.ravel(), scale=n / s,
-                                 target=cap if exact else PILOT_GUARD * cap, stats=stats,
-                                 presorted=True)
-    return finish_summary(summary, stats, cap) if exact else summary
+    target = cap if exact else PILOT_GUARD * cap
+    narrow = sample_c.shape[1] <= PROJECT_MAX_D
+    # The same bits as the routing kernels (atoms' keys must match exactly).
+    proj = np.empty((1, s)) if narrow else np.ascontiguousarray(v @ sample_c.T)
+    columns = np.ascontiguousarray(sample_c.T)
+    nodes = np.zeros(s, dtype=np.int64)
+    whole = (np.array([-np.inf]), np.array([np.inf]))
+    keys, counts = [], []
+    ext = np.empty((mb, 2))
+    for jj in range(mb):
+        if narrow:
+            project_columns(columns, v[jj:jj + 1], proj)
+        p = proj[0] if narrow else proj[jj]
+        p.sort()
+        _, _, k, c = plan_cuts(nodes, p, np.zeros(0), n / s, float(target), *whole)
+        keys.append(k)
+        counts.append(c if c.size else np.array([float(s)]))  # one leaf: all rows
+        ext[jj] = p[0], p[-1]
+    bptr = np.concatenate([[0], np.cumsum([k.size for k in keys])]).astype(np.int64)
+    summary = BlockSummary.build(j0, j1, bptr, np.concatenate(keys))
+    if not exact:
+        return summary
+    return finish_summary(summary, LeafStats(np.concatenate(counts), ext), cap)
 
 
 def finish_summary(summary: BlockSummary, stats: LeafStats, cap: int) -> BlockSummary:
-    """Coalesce light neighbouring leaves, then store the exact statistics as records."""
+    """Coalesce light neighbouring leaves, then tabulate the scores from exact counts."""
     summary, stats = summary.coalesced(stats, cap)
     return summary.with_stats(stats)
 
@@ -91,9 +103,7 @@ def refine_summary(summary: BlockSummary,
                    cap: int) -> BlockSummary:
     """Split the collected leaves of a finished summary exactly and finish again."""
     leaves, values, weights = collected
-    assert summary.records is not None
-    stats = LeafStats.from_arrays(summary.records[:, 1], summary.records[:, 2],
-                                  summary.records[:, 3])
+    stats = summary.stats
     if leaves.size:
         summary, stats = summary.split(leaves, values, weights=weights, target=cap,
                                        stats=stats)
@@ -110,7 +120,7 @@ def refine_plan(trees: list[BlockSummary], n: int, tol: float) -> list[np.ndarra
     """
     cap = leaf_cap(n, tol)
     flat = np.concatenate([t.direction_errors(n) for t in trees])
-    done = (cap - 1) / (2.0 * n)
+    done = cap / (2.0 * n)
     order = np.argsort(-flat, kind="stable")
     heavy = int(np.count_nonzero(flat > done))
 
@@ -186,7 +196,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     todo = [b for b, w in enumerate(wanted) if w.any()]
     if todo:
         refs = [broadcast(trees[b], f"daskdepth-refine-{token}-{b}") for b in todo]
-        rows = [int(trees[b].records[wanted[b], 1].sum()) for b in todo]
+        rows = [int(trees[b].counts[wanted[b]].sum()) for b in todo]
         outs = collect_graph(x, location, directions,
                              [(*bounds[b], ref) for b, ref in zip(todo, refs, strict=True)],
                              [(wanted[b], r, n) for b, r in zip(todo, rows, strict=True)],

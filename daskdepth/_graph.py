@@ -183,7 +183,7 @@ def _rows_chunk(x: np.ndarray, location: np.ndarray) -> Rows:
 
 
 def _histogram_chunk(rows: Rows, tree: BlockSummary, v: np.ndarray) -> LeafStats:
-    return tree.accumulate(rows, v, LeafStats.empty(tree.n_leaves))
+    return tree.accumulate(rows, v, LeafStats.empty(tree.n_leaves, tree.mb))
 
 
 def _stats_merge(*parts: LeafStats) -> LeafStats:
@@ -234,7 +234,7 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
                     blocks: Sequence[tuple[int, int, Any]], *, token: str) -> list[Delayed]:
-    """Delayed exact leaf statistics (count, min, max) of all rows, per block.
+    """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Statistics merge by sum / min / max, which is exact and independent of the
     chunking and of the reduction order.

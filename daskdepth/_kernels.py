@@ -5,9 +5,9 @@ leaf keys: leaf ``k`` holds the projections ``p`` with ``key[k-1] <= p <
 key[k]``.  Routing a value is counting the keys ``<= p``, which is monotone in
 ``p``, so every row in a leaf to the left of the leaf of ``q`` is strictly
 smaller than ``q`` and every row to the right is strictly larger.  Each leaf
-keeps the exact count, minimum and maximum of its rows, which makes atoms
-(leaves with ``min == max``) exact and bounds the error of any other leaf by
-``(count - 1) / 2`` rows.
+keeps the exact count of its rows, which makes atoms (leaves
+``[a, nextafter(a))``) and empty leaves exact and bounds the error of any
+other leaf by ``count / 2`` rows.
 
 Routing, counting and scoring are fused per direction block: projections are
 computed, routed and used in one loop, never stored.
@@ -184,21 +184,30 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, gm, keys, k0, tab, pb
 
 
 @_jit
-def project(X, V):
+def project_columns(xt, V, P):
+    """``P[j] = `` projections of the rows whose columns are ``xt`` (d, n) on ``V[j]``.
+
+    Summed feature by feature from 0.0, as :func:`route_tile` does, so the values
+    are the same bits; the loop runs over rows innermost, in SIMD lanes.
+    """
+    d, nr = xt.shape
+    for jj in range(V.shape[0]):
+        row = P[jj]
+        row[:] = 0.0
+        for k in range(d):
+            vk = V[jj, k]
+            col = xt[k]
+            for i in range(nr):
+                row[i] += col[i] * vk
+
+
+def project(X: np.ndarray, V: np.ndarray) -> np.ndarray:
     """Projections (n_dir, n_rows) of the rows of ``X`` on the rows of ``V``.
 
-    Summed in the order of :func:`route_tile`, so the values are the same bits.
+    The same bits as the routing kernels' (see :func:`project_columns`).
     """
-    mb = V.shape[0]
-    nr = X.shape[0]
-    P = np.empty((mb, nr), dtype=np.float64)
-    d = X.shape[1]
-    for jj in range(mb):
-        for i in range(nr):
-            p = 0.0
-            for k in range(d):
-                p += X[i, k] * V[jj, k]
-            P[jj, i] = p
+    P = np.empty((V.shape[0], X.shape[0]))
+    project_columns(np.ascontiguousarray(X.T), np.ascontiguousarray(V), P)
     return P
 
 
@@ -221,12 +230,11 @@ def guide_table(g_lo, g_scale, g, kptr, keys):
 
 @_jit
 def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, table, lptr,
-                acc):
-    """Add count, minimum and maximum of every projection to its leaf's row of ``acc``.
+                counts, ext):
+    """Add every projection to its leaf's count and to its direction's extremes.
 
-    Row ``i`` counts ``weight[i]`` times (its multiplicity).  ``acc`` has one
-    ``(count, min, max, unused)`` record of 32 bytes per leaf, so that an
-    update touches a single cache line.
+    Row ``i`` counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds
+    the ``(min, max)`` of direction ``jj``'s projections, kept in registers.
     """
     gm = g + 0.5
     nr = valid.size
@@ -235,6 +243,8 @@ def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, ta
     for jj in range(g_lo.size):
         k0 = np.uint64(kptr[jj])
         l0 = lptr[jj]
+        lo = ext[jj, 0]
+        hi = ext[jj, 1]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
             route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
@@ -243,10 +253,11 @@ def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, ta
                 if not valid[t0 + s]:
                     continue
                 p = pbuf[s]
-                r = acc[l0 + np.int64(lbuf[s])]
-                r[0] += weight[t0 + s]
-                r[1] = min(r[1], p)
-                r[2] = max(r[2], p)
+                counts[l0 + np.int64(lbuf[s])] += weight[t0 + s]
+                lo = min(lo, p)
+                hi = max(hi, p)
+        ext[jj, 0] = lo
+        ext[jj, 1] = hi
 
 
 @_jit
@@ -298,16 +309,8 @@ def collect_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, 
 
 
 @_jit
-def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lptr, records, n,
-                out):
-    """Add ``min(L, G)`` of every projection to ``out`` (per row).
-
-    ``L`` and ``G`` estimate the reference values ``<= p`` and ``>= p`` from the
-    record ``(cum, count, min, max)`` of ``p``'s leaf.  They are exact unless
-    ``p`` lies in ``[min, max]`` of a leaf that is not an atom; then each of the
-    leaf's own shares lies in ``[1, count]`` and the midpoint ``(count + 1) / 2``
-    is off by at most ``(count - 1) / 2``.
-    """
+def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lptr, lut, out):
+    """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -320,25 +323,7 @@ def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lpt
             route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
                        table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
-                p = pbuf[s]
-                r = records[l0 + np.int64(lbuf[s])]
-                cb = r[0]
-                c = r[1]
-                a = r[2]
-                b = r[3]
-                share = c if a == b else 0.5 * (c + 1.0)
-                lo_own = c if p > b else (share if p >= a else 0.0)
-                hi_own = c if p < a else (share if p <= b else 0.0)
-                out[t0 + s] += min(cb + lo_own, n - cb - c + hi_own)
-
-
-@_jit
-def merge_stats(out, other):
-    """Merge leaf records ``other`` into ``out`` in place: add counts, keep min and max."""
-    for k in range(out.shape[0]):
-        out[k, 0] += other[k, 0]
-        out[k, 1] = min(out[k, 1], other[k, 1])
-        out[k, 2] = max(out[k, 2], other[k, 2])
+                out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
 
 
 # --------------------------------------------------------------------------- leaf planning
@@ -356,8 +341,8 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
     ``target`` (an atom) gets the child ``[a, nextafter(a))`` of its own, so that
     values missing from a sample cannot land in it.  Returns, for each node with
     more than one child: the node, its child count, the new interior keys (child
-    ``k`` holds ``key[k-1] <= p < key[k]``) and the count, minimum and maximum of
-    the given values in each child (children without values get count 0).
+    ``k`` holds ``key[k-1] <= p < key[k]``) and the rows of the given values in
+    each child (children without values get 0).
     """
     n = values.size
     split_node = np.empty(n, dtype=np.int64)
@@ -365,8 +350,6 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
     out_keys = np.empty(2 * n, dtype=np.float64)
     ch_count = np.empty(3 * n, dtype=np.float64)
     unit = weights.size == 0
-    ch_min = np.empty(3 * n, dtype=np.float64)
-    ch_max = np.empty(3 * n, dtype=np.float64)
     ns = 0
     ne = 0
     nc = 0
@@ -382,52 +365,42 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
         last = lower[node]  # lower bound of the open child
         cur = 0.0
         cnt = 0.0
-        cmin = np.inf
-        cmax = -np.inf
         k = i
         while k < j:
             a = values[k]
-            r = k
-            rows = 0.0
+            r = k + 1
             while r < j and values[r] == a:
-                rows += 1.0 if unit else weights[r]
                 r += 1
+            if unit:
+                rows = float(r - k)
+            else:
+                rows = 0.0
+                for q in range(k, r):
+                    rows += weights[q]
             mass = rows * scale
             heavy = mass > target
             if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
                 out_keys[ne] = a  # close the open child below a
                 ne += 1
                 ch_count[nc] = cnt
-                ch_min[nc] = cmin
-                ch_max[nc] = cmax
                 nc += 1
                 last = a
                 cur = 0.0
                 cnt = 0.0
-                cmin = np.inf
-                cmax = -np.inf
             cur += mass
             cnt += rows
-            cmin = min(cmin, a)
-            cmax = max(cmax, a)
             if heavy:
                 nxt = np.nextafter(a, np.inf)
                 if nxt < hi:  # the atom's child ends just above it
                     out_keys[ne] = nxt
                     ne += 1
                     ch_count[nc] = cnt
-                    ch_min[nc] = cmin
-                    ch_max[nc] = cmax
                     nc += 1
                     last = nxt
                     cur = 0.0
                     cnt = 0.0
-                    cmin = np.inf
-                    cmax = -np.inf
             k = r
         ch_count[nc] = cnt
-        ch_min[nc] = cmin
-        ch_max[nc] = cmax
         nc += 1
         if nc - c0 > 1:
             split_node[ns] = node
@@ -437,18 +410,17 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
             ne = e0
             nc = c0
         i = j
-    return (split_node[:ns], split_nch[:ns], out_keys[:ne], ch_count[:nc], ch_min[:nc],
-            ch_max[:nc])
+    return split_node[:ns], split_nch[:ns], out_keys[:ne], ch_count[:nc]
 
 
 @_jit
-def coalesce_leaves(lptr, bptr, bounds, counts, vmin, vmax, cap):
+def coalesce_leaves(lptr, bptr, bounds, counts, cap):
     """Merge runs of adjacent leaves whose rows add up to at most ``cap``.
 
-    A merged leaf keeps the first leaf's lower bound, the summed count and the
-    outer minimum and maximum, so its error bound stays within the limit; a leaf
-    heavier than ``cap`` (an atom) is left alone.  Returns the new leaf
-    pointers, bound pointers, bounds, counts, minima and maxima.
+    A merged leaf keeps the first leaf's lower bound and the summed count, so
+    its error bound stays within the limit; a leaf heavier than ``cap`` (an
+    atom) is left alone.  Returns the new leaf pointers, bound pointers, bounds
+    and counts.
     """
     mb = lptr.size - 1
     n_leaves = counts.size
@@ -457,30 +429,22 @@ def coalesce_leaves(lptr, bptr, bounds, counts, vmin, vmax, cap):
     new_lptr = np.zeros(mb + 1, dtype=np.int64)
     g = -1
     for jj in range(mb):
-        cur = 0
+        cur = 0.0
         first = True
         for k in range(lptr[jj], lptr[jj + 1]):
             c = counts[k]
             if first or cur + c > cap or c > cap or cur > cap:
                 g += 1
-                cur = 0
+                cur = 0.0
                 if not first:
                     keep_bound[bptr[jj] + (k - lptr[jj]) - 1] = True
                 first = False
             cur += c
             group[k] = g
         new_lptr[jj + 1] = g + 1
-    n_new = g + 1
-    out_counts = np.zeros(n_new, dtype=np.int64)
-    out_min = np.full(n_new, np.inf)
-    out_max = np.full(n_new, -np.inf)
+    out_counts = np.zeros(g + 1)
     for k in range(n_leaves):
-        gi = group[k]
-        out_counts[gi] += counts[k]
-        if vmin[k] < out_min[gi]:
-            out_min[gi] = vmin[k]
-        if vmax[k] > out_max[gi]:
-            out_max[gi] = vmax[k]
+        out_counts[group[k]] += counts[k]
     new_bptr = np.zeros(mb + 1, dtype=np.int64)
     for jj in range(mb):
         kept = 0
@@ -488,7 +452,7 @@ def coalesce_leaves(lptr, bptr, bounds, counts, vmin, vmax, cap):
             if keep_bound[b]:
                 kept += 1
         new_bptr[jj + 1] = new_bptr[jj] + kept
-    return new_lptr, new_bptr, bounds[keep_bound], out_counts, out_min, out_max
+    return new_lptr, new_bptr, bounds[keep_bound], out_counts
 
 
 # --------------------------------------------------------------------------- exact helpers

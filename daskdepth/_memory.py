@@ -138,9 +138,9 @@ class SummaryMemoryWarning(UserWarning):
 
 
 #: Bytes per leaf of a fitted summary: its key (twice: plain and padded for the
-#: search), its (cumulative count, count, min, max) record and its share of the
-#: guide grid (measured: 54.8 for m = 300, tol = 1e-4 on the Http set).
-BYTES_PER_LEAF = 56
+#: search), its count, its tabulated score and its share of the guide grid
+#: (measured: 40.1 for m = 300, tol = 1e-4 on the Http set).
+BYTES_PER_LEAF = 40
 #: Share of a worker's memory limit above which the summary size is reported.
 SUMMARY_SHARE = 1 / 4
 
@@ -155,7 +155,7 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
     Examples
     --------
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
-    280
+    200
     """
     leaves = n if tol <= 0 else min(n, int(1 / tol) + 1)
     return int(m) * max(1, leaves) * BYTES_PER_LEAF
@@ -167,7 +167,7 @@ def summary_memory_message(m: int, n: int, tol: float,
 
     Examples
     --------
-    >>> summary_memory_message(500, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    >>> summary_memory_message(800, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True

@@ -1,10 +1,14 @@
 """Mergeable per-direction summaries of reference projections (NumPy only).
 
 A :class:`BlockSummary` summarises the projections of the reference rows on a
-block of consecutive directions as sorted leaf keys with the exact count,
-minimum and maximum of the rows in each leaf.  Leaf statistics from different
-row chunks merge by sum / min / max, so they can be computed chunk by chunk and
-reduced in any order with bit-identical results.
+block of consecutive directions as sorted leaf keys with the exact number of
+rows in each leaf.  A leaf ``[a, nextafter(a))`` holds the single value ``a``
+(an atom) and is exact; any other leaf of ``c`` rows puts a point inside it at
+most ``c / 2`` rows away from its exact rank.  Each direction's smallest and
+largest value become keys too, so points beyond the data are exact.  Counts
+from different row chunks merge by sum (and the extremes by min / max), so
+they can be computed chunk by chunk and reduced in any order with
+bit-identical results.
 """
 
 from __future__ import annotations
@@ -30,48 +34,32 @@ GUIDE_MARGIN = 0.05
 
 @dataclass
 class LeafStats:
-    """Count, minimum and maximum of the rows routed to each leaf.
+    """Rows per leaf (``counts``) and each direction's extreme values (``ext``).
 
-    Stored as one ``(count, min, max, unused)`` record per leaf so that the
-    counting kernel touches one cache line per value.
+    ``ext[jj]`` is ``(min, max)`` of direction ``jj``'s projections.  Counts are
+    float64 (exact integers up to 2**53) because rows carry multiplicities.
     """
 
-    acc: np.ndarray
+    counts: np.ndarray
+    ext: np.ndarray
 
     @classmethod
-    def empty(cls, n_leaves: int) -> LeafStats:
-        acc = np.zeros((n_leaves, 4))
-        acc[:, 1] = np.inf
-        acc[:, 2] = -np.inf
-        return cls(acc)
-
-    @classmethod
-    def from_arrays(cls, counts: np.ndarray, vmin: np.ndarray, vmax: np.ndarray) -> LeafStats:
-        acc = np.zeros((counts.size, 4))
-        acc[:, 0] = counts
-        acc[:, 1] = vmin
-        acc[:, 2] = vmax
-        return cls(acc)
-
-    @property
-    def counts(self) -> np.ndarray:
-        return self.acc[:, 0].astype(np.int64)
-
-    @property
-    def vmin(self) -> np.ndarray:
-        return self.acc[:, 1]
-
-    @property
-    def vmax(self) -> np.ndarray:
-        return self.acc[:, 2]
+    def empty(cls, n_leaves: int, mb: int) -> LeafStats:
+        ext = np.empty((mb, 2))
+        ext[:, 0] = np.inf
+        ext[:, 1] = -np.inf
+        return cls(np.zeros(n_leaves), ext)
 
     @classmethod
     def merged(cls, parts: list[LeafStats]) -> LeafStats:
-        """Statistics of the union of the parts' rows (one copy, merged in place)."""
-        acc = parts[0].acc.copy()
+        """Statistics of the union of the parts' rows."""
+        counts = parts[0].counts.copy()
+        ext = parts[0].ext.copy()
         for p in parts[1:]:
-            K.merge_stats(acc, p.acc)
-        return cls(acc)
+            counts += p.counts
+            np.minimum(ext[:, 0], p.ext[:, 0], out=ext[:, 0])
+            np.maximum(ext[:, 1], p.ext[:, 1], out=ext[:, 1])
+        return cls(counts, ext)
 
 
 def _guide(bptr: np.ndarray, bounds: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
@@ -96,15 +84,16 @@ def _guide(bptr: np.ndarray, bounds: np.ndarray) -> tuple[int, np.ndarray, np.nd
 
 @dataclass
 class BlockSummary:
-    """Leaf keys and, once fitted, leaf records for the directions ``j0 .. j1 - 1``.
+    """Leaf keys and, once fitted, leaf counts for the directions ``j0 .. j1 - 1``.
 
     Direction ``jj`` (local index) has the sorted interior keys
     ``bounds[bptr[jj]:bptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
     (one more than keys).  ``keys`` (the bounds with ``PAD`` sentinels after each
     direction), ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing
-    structure of :func:`daskdepth._kernels.leaf_of`.  ``records`` holds one
-    ``(cum, count, min, max)`` row per leaf, ``cum`` counting the rows in the
-    direction's earlier leaves.
+    structure of :func:`daskdepth._kernels.route_tile`.  Once fitted,
+    ``counts`` holds the rows of each leaf, ``ext`` each direction's smallest
+    and largest value, and ``lut`` the estimated ``min(L, G)`` of any point in
+    each leaf (:meth:`with_stats`), which is all that scoring reads.
     """
 
     j0: int
@@ -116,7 +105,9 @@ class BlockSummary:
     g_scale: np.ndarray
     keys: np.ndarray = field(repr=False)
     table: np.ndarray = field(repr=False)
-    records: np.ndarray | None = field(default=None, repr=False)
+    counts: np.ndarray | None = field(default=None, repr=False)
+    ext: np.ndarray | None = field(default=None, repr=False)
+    lut: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def mb(self) -> int:
@@ -140,17 +131,30 @@ class BlockSummary:
         return int(self.bounds.size + self.mb)
 
     @property
+    def atoms(self) -> np.ndarray:
+        """Leaves ``[a, nextafter(a))``, which hold the single value ``a``."""
+        out = np.zeros(self.n_leaves, dtype=bool)
+        if self.bounds.size < 2:
+            return out
+        # Consecutive keys k-1, k of one direction bound the leaf between them.
+        key_dir = np.repeat(np.arange(self.mb), np.diff(self.bptr))
+        tight = np.nextafter(self.bounds[:-1], np.inf) == self.bounds[1:]
+        tight &= key_dir[:-1] == key_dir[1:]
+        # Key k (global index) is the upper bound of leaf k + (its direction's index).
+        upper = np.flatnonzero(tight) + 1
+        out[upper + key_dir[upper]] = True
+        return out
+
+    @property
     def nbytes(self) -> int:
-        arrays = [self.g_lo, self.g_scale, self.bptr, self.bounds, self.keys, self.table]
-        if self.records is not None:
-            arrays.append(self.records)
-        return sum(a.nbytes for a in arrays)
+        arrays = [self.g_lo, self.g_scale, self.bptr, self.bounds, self.keys, self.table,
+                  self.counts, self.ext, self.lut]
+        return sum(a.nbytes for a in arrays if a is not None)
 
     # ---------------------------------------------------------------- construction
 
     @classmethod
-    def build(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray,
-              records: np.ndarray | None = None) -> BlockSummary:
+    def build(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
         """Summary with the given keys and the routing structure sized to them."""
         bptr = np.ascontiguousarray(bptr, dtype=np.int64)
         bounds = np.ascontiguousarray(bounds, dtype=np.float64)
@@ -163,7 +167,7 @@ class BlockSummary:
         table = K.guide_table(lo, scale, g, kptr, keys)
         if bounds.size == 0 or np.diff(bptr).max() < 2**16:
             table = table.astype(np.uint16)  # half the cache footprint of int32
-        return cls(j0, j1, bptr, bounds, g, lo, scale, keys, table, records)
+        return cls(j0, j1, bptr, bounds, g, lo, scale, keys, table)
 
     def _route_args(self) -> tuple:
         return (self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table, self.lptr)
@@ -173,7 +177,7 @@ class BlockSummary:
     def accumulate(self, rows: Rows, v: np.ndarray, stats: LeafStats) -> LeafStats:
         """Add the (weighted) rows to ``stats`` (in place) and return it."""
         K.count_block(*_operands(rows.x, v), rows.valid, rows.weight, *self._route_args(),
-                      stats.acc)
+                      stats.counts, stats.ext)
         return stats
 
     def collect(self, rows: Rows, v: np.ndarray, wanted: np.ndarray,
@@ -186,9 +190,8 @@ class BlockSummary:
     def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, n: int,
                    out: np.ndarray) -> None:
         """Add ``n * depth`` contributions of this block's directions to ``out``."""
-        assert self.records is not None
-        K.score_block(*_operands(xc, v), valid, *self._route_args(), self.records, float(n),
-                      out)
+        assert self.lut is not None
+        K.score_block(*_operands(xc, v), valid, *self._route_args(), self.lut, out)
 
     # ---------------------------------------------------------------- edits
 
@@ -199,35 +202,62 @@ class BlockSummary:
         are exact, merging the light ones roughly halves the summary (memory and
         lookup cost) without changing the error bound's guarantee.
         """
-        _, bptr, bounds, counts, vmin, vmax = K.coalesce_leaves(
-            self.lptr, self.bptr, self.bounds, stats.counts, stats.vmin, stats.vmax,
-            float(cap))
+        _, bptr, bounds, counts = K.coalesce_leaves(self.lptr, self.bptr, self.bounds,
+                                                    stats.counts, float(cap))
         out = BlockSummary.build(self.j0, self.j1, bptr, bounds)
-        return out, LeafStats.from_arrays(counts, vmin, vmax)
+        return out, LeafStats(counts, stats.ext)
+
+    def with_extremes(self, stats: LeafStats) -> tuple[BlockSummary, LeafStats]:
+        """Add each direction's smallest value and the float above its largest as keys.
+
+        The end leaves then hold no rows, so points beyond the data in a
+        direction get their exact (zero) count there.
+        """
+        lptr = self.lptr
+        keys, counts = [], []
+        nk = np.zeros(self.mb + 1, dtype=np.int64)
+        for jj in range(self.mb):
+            c = stats.counts[lptr[jj]:lptr[jj + 1]]
+            lo, hi = stats.ext[jj]
+            top = np.nextafter(hi, np.inf)
+            head = [lo] if c[0] > 0 and np.isfinite(lo) else []
+            tail = [top] if c[-1] > 0 and np.isfinite(top) else []
+            keys.append(np.concatenate([head, self.bounds[self.bptr[jj]:self.bptr[jj + 1]],
+                                        tail]))
+            counts.append(np.concatenate([np.zeros(len(head)), c, np.zeros(len(tail))]))
+            nk[jj + 1] = keys[-1].size
+        out = BlockSummary.build(self.j0, self.j1, np.cumsum(nk), np.concatenate(keys))
+        return out, LeafStats(np.concatenate(counts), stats.ext)
 
     def with_stats(self, stats: LeafStats) -> BlockSummary:
-        """Finish with the leaf statistics as ``(cum, count, min, max)`` records."""
-        lptr = self.lptr
-        counts = stats.acc[:, 0]
+        """Finish with exact counts: add the extremes as keys and tabulate scores.
+
+        ``lut[k]`` is the estimate of ``min(L, G)`` for any point in leaf ``k``,
+        where ``L`` and ``G`` count the reference values ``<=`` and ``>=`` the
+        point: exact for atoms and empty leaves, and the leaf's midpoint
+        otherwise (off by at most half its rows).
+        """
+        out, stats = self.with_extremes(stats)
+        lptr = out.lptr
+        sizes = np.diff(lptr)
+        counts = stats.counts
         cs = np.cumsum(counts)
-        start = np.concatenate([[0.0], cs])[lptr[:-1]]
-        records = np.empty((counts.size, 4))
-        records[:, 0] = cs - counts - np.repeat(start, np.diff(lptr))
-        records[:, 1] = counts
-        records[:, 2] = stats.acc[:, 1]
-        records[:, 3] = stats.acc[:, 2]
-        return replace(self, records=records)
+        before = cs - counts - np.repeat(np.concatenate([[0.0], cs])[lptr[:-1]], sizes)
+        total = np.repeat(np.add.reduceat(counts, lptr[:-1]), sizes)
+        own = np.where(out.atoms, counts, 0.5 * counts)
+        lut = np.minimum(before + own, total - before - counts + own)
+        return replace(out, counts=counts, ext=stats.ext, lut=lut)
 
     @property
-    def counts(self) -> np.ndarray:
-        """Rows per leaf of a finished summary."""
-        assert self.records is not None
-        return self.records[:, 1].astype(np.int64)
+    def stats(self) -> LeafStats:
+        """The leaf statistics of a finished summary."""
+        assert self.counts is not None and self.ext is not None
+        return LeafStats(self.counts, self.ext)
 
     def loose_leaves(self, cap: float) -> np.ndarray:
-        """Leaves of a finished summary holding more than ``cap`` rows of distinct values."""
-        assert self.records is not None
-        return (self.records[:, 1] > cap) & (self.records[:, 2] < self.records[:, 3])
+        """Leaves of a finished summary holding more than ``cap`` rows, atoms apart."""
+        assert self.counts is not None
+        return (self.counts > cap) & ~self.atoms
 
     def split(self, leaves: np.ndarray, values: np.ndarray, *, target: float,
               weights: np.ndarray | None = None, scale: float = 1.0,
@@ -263,7 +293,7 @@ class BlockSummary:
         bidx = self.bptr[leaf_dir] + inner
         lower[has_lo] = self.bounds[bidx[has_lo] - 1]
         upper[has_hi] = self.bounds[bidx[has_hi]]
-        sl, nch, new_bounds, ch_count, ch_min, ch_max = K.plan_cuts(
+        sl, nch, new_bounds, ch_count = K.plan_cuts(
             leaves, values, np.ascontiguousarray(weights, dtype=np.float64), float(scale),
             float(target), lower, upper)
         new_dirs = np.repeat(leaf_dir[sl], nch - 1)
@@ -286,26 +316,23 @@ class BlockSummary:
         before = np.cumsum(added) - added
         before -= np.concatenate([[0], np.cumsum(added)])[lptr[:-1]][leaf_dir]
         new_pos = np.arange(n_old) + before + (out.lptr[:-1] - lptr[:-1])[leaf_dir]
-        acc = LeafStats.empty(out.n_leaves).acc
+        counts = np.zeros(out.n_leaves)
         keep = np.ones(n_old, dtype=bool)
         keep[sl] = False
-        acc[new_pos[keep]] = stats.acc[keep]
+        counts[new_pos[keep]] = stats.counts[keep]
         child_pos = (np.repeat(new_pos[sl], nch)
                      + np.arange(int(nch.sum())) - np.repeat(np.cumsum(nch) - nch, nch))
-        acc[child_pos, 0] = ch_count
-        acc[child_pos, 1] = ch_min
-        acc[child_pos, 2] = ch_max
-        return out, LeafStats(acc)
+        counts[child_pos] = ch_count
+        return out, LeafStats(counts, stats.ext)
 
     def direction_errors(self, n: int) -> np.ndarray:
         """Certified bound, per direction, on |estimated - exact| depth contribution.
 
-        A leaf that is not an atom misplaces at most ``(count - 1) / 2`` of its
-        rows; the bound of a direction is the worst of its leaves, over ``n``.
+        A leaf that is not an atom misplaces at most ``count / 2`` of its rows;
+        the bound of a direction is the worst of its leaves, over ``n``.
         """
-        assert self.records is not None
-        counts, vmin, vmax = self.records[:, 1], self.records[:, 2], self.records[:, 3]
-        err = np.where((counts >= 2) & (vmin < vmax), (counts - 1) / (2.0 * n), 0.0)
+        assert self.counts is not None
+        err = np.where(self.atoms, 0.0, self.counts / (2.0 * n))
         lptr = self.lptr
         return np.maximum.reduceat(err, lptr[:-1]) if err.size else np.zeros(self.mb)
 

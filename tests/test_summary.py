@@ -23,14 +23,15 @@ def _block(keys_per_dir: list[np.ndarray]) -> BlockSummary:
 
 def _leaves(block: BlockSummary, values: np.ndarray) -> np.ndarray:
     """Leaf (local index) of each value on direction 0, via the counting kernel."""
-    acc = LeafStats.empty(block.n_leaves).acc
     out = np.empty(values.size, dtype=np.int64)
     v = np.ones((block.mb, 1))
     for i, p in enumerate(values):
-        acc[:] = 0
+        stats = LeafStats.empty(block.n_leaves, block.mb)
         K.count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
-                      np.ones(1), *block._route_args(), acc)
-        out[i] = int(np.flatnonzero(acc[:, 0][: block.lptr[1]])[0])
+                      np.ones(1), *block._route_args(), stats.counts, stats.ext)
+        out[i] = int(np.flatnonzero(stats.counts[: block.lptr[1]])[0])
+        assert stats.ext[0, 0] == stats.ext[0, 1] == min(max(p, -1.7976931348623157e308),
+                                                         1.7976931348623157e308)
     return out
 
 
@@ -60,17 +61,24 @@ def test_plan_cuts_gives_heavy_atoms_a_leaf_of_their_own():
     # Sampled values: an atom at 0.5 (10 copies) between distinct values.
     values = np.sort(np.concatenate([np.linspace(0, 1, 21), np.full(10, 0.5)]))
     nodes = np.zeros(values.size, dtype=np.int64)
-    sl, nch, keys, cnt, vmin, vmax = K.plan_cuts(nodes, values, np.zeros(0), 1.0, 4.0,
-                                                 np.array([-np.inf]), np.array([np.inf]))
+    sl, nch, keys, cnt = K.plan_cuts(nodes, values, np.zeros(0), 1.0, 4.0,
+                                     np.array([-np.inf]), np.array([np.inf]))
     assert sl.tolist() == [0]
     assert 0.5 in keys and np.nextafter(0.5, np.inf) in keys
-    atom = np.flatnonzero((vmin == 0.5) & (vmax == 0.5))
-    assert atom.size == 1 and cnt[atom[0]] == 11  # 10 copies + the grid point 0.5
-    # A value missing from the sample, just above the atom, does not join its leaf.
     block = _block([keys])
+    atom = np.flatnonzero(block.atoms)
     leaf_of_atom = _leaves(block, np.array([0.5]))[0]
+    assert atom.tolist() == [leaf_of_atom] and cnt[atom[0]] == 11  # 10 copies + 0.5
+    # A value missing from the sample, just above the atom, does not join its leaf.
     assert _leaves(block, np.array([np.nextafter(0.5, np.inf)]))[0] == leaf_of_atom + 1
-    assert np.all(cnt[vmin < vmax] <= 4)
+    assert np.all(np.delete(cnt, atom) <= 4)
+    # The same plan from the distinct values weighted by their multiplicities.
+    distinct, mult = np.unique(values, return_counts=True)
+    again = K.plan_cuts(np.zeros(distinct.size, dtype=np.int64), distinct,
+                        mult.astype(np.float64), 1.0, 4.0, np.array([-np.inf]),
+                        np.array([np.inf]))
+    np.testing.assert_array_equal(again[2], keys)
+    np.testing.assert_array_equal(again[3], cnt)
 
 
 def test_error_bound_is_mean_of_each_directions_worst_leaf():
@@ -79,9 +87,7 @@ def test_error_bound_is_mean_of_each_directions_worst_leaf():
     assert model.n_passes_ >= 1
     per_dir = []
     for b in model.summary_.blocks:
-        rec = b.records
-        err = np.where((rec[:, 1] >= 2) & (rec[:, 2] < rec[:, 3]),
-                       (rec[:, 1] - 1) / (2 * model.n_samples_fit_), 0.0)
+        err = np.where(b.atoms, 0.0, b.counts / (2 * model.n_samples_fit_))
         per_dir += [err[b.lptr[j]:b.lptr[j + 1]].max() for j in range(b.mb)]
     assert model.error_bound_ == pytest.approx(np.mean(per_dir), rel=1e-12)
     assert model.error_bound_ <= 1e-3
@@ -93,18 +99,19 @@ def test_error_bound_is_mean_of_each_directions_worst_leaf():
 def _finished(errs: list[float], n: int, cap: int) -> BlockSummary:
     """A finished block whose direction j has a worst leaf of error ``errs[j]``."""
     block = _block([np.array([0.5])] * len(errs))
-    rec = np.zeros((block.n_leaves, 4))
+    counts = np.zeros(block.n_leaves)
     for j, e in enumerate(errs):
-        c = round(e * 2 * n) + 1
-        rec[2 * j] = (0, c, 0.0, 0.4)            # the direction's worst leaf
-        rec[2 * j + 1] = (c, cap // 2, 0.6, 0.9)  # a light one
-    return block.with_stats(LeafStats.from_arrays(rec[:, 1], rec[:, 2], rec[:, 3]))
+        counts[2 * j] = round(e * 2 * n)  # the direction's worst leaf
+        counts[2 * j + 1] = cap // 2      # a light one
+    # Infinite extremes: no keys are added, the leaves stay as given.
+    ext = np.tile([-np.inf, np.inf], (len(errs), 1))
+    return block.with_stats(LeafStats(counts, ext))
 
 
 def test_refine_plan_splits_only_the_directions_needed():
     n, tol = 100_000, 1e-3
     cap = _fit.leaf_cap(n, tol)
-    ok = (cap - 1) / (2 * n)
+    ok = cap / (2 * n)
     # Four directions at the limit, one at 3x: the mean is over tol, and
     # splitting the worst direction alone brings it back.
     trees = [_finished([ok, ok, 3 * ok], n, cap), _finished([ok, ok], n, cap)]
