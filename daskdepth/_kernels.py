@@ -330,6 +330,103 @@ def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lpt
 
 
 @_jit
+def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
+    """Greedy cut of the sorted values ``i .. j - 1`` of one node; see :func:`plan_cuts`."""
+    cur = 0.0
+    cnt = 0.0
+    k = i
+    while k < j:
+        a = values[k]
+        r = k + 1
+        while r < j and values[r] == a:
+            r += 1
+        rows = 0.0
+        for q in range(k, r):
+            rows += weights[q]
+        mass = rows * scale
+        heavy = mass > target
+        if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
+            out_keys[ne] = a  # close the open child below a
+            ne += 1
+            ch_count[nc] = cnt
+            nc += 1
+            last = a
+            cur = 0.0
+            cnt = 0.0
+        cur += mass
+        cnt += rows
+        if heavy:
+            nxt = np.nextafter(a, np.inf)
+            if nxt < hi:  # the atom's child ends just above it
+                out_keys[ne] = nxt
+                ne += 1
+                ch_count[nc] = cnt
+                nc += 1
+                last = nxt
+                cur = 0.0
+                cnt = 0.0
+        k = r
+    ch_count[nc] = cnt
+    return ne, nc + 1
+
+
+@_jit
+def _cut_unit(values, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
+    """:func:`_cut_weighted` for values of one row each, skipping runs that surely fit.
+
+    In rows, a child takes at most ``lim`` (the most rows of weight ``scale``
+    within ``target``).  From a child holding ``cur`` rows, every run that ends
+    before position ``k + lim - cur`` fits, so the scan jumps there and only
+    examines the run straddling it: about two steps per child, not one per value.
+    """
+    lim = int(min(target / scale, 4e18)) if target >= 0.0 else 0
+    while (lim + 1) * scale <= target:
+        lim += 1
+    while lim > 0 and lim * scale > target:
+        lim -= 1
+    cur = 0
+    k = i
+    while k < j:
+        e = k + (lim - cur)
+        if e >= j:
+            cur += j - k
+            break
+        if e > k:
+            a = values[e]
+            r0 = e
+            while r0 > k and values[r0 - 1] == a:
+                r0 -= 1
+            cur += r0 - k
+            k = r0
+        a = values[k]
+        r = k + 1
+        while r < j and values[r] == a:
+            r += 1
+        ln = r - k
+        heavy = ln > lim
+        if (heavy or (cur > 0 and cur + ln > lim)) and a > last and a < hi:
+            out_keys[ne] = a  # close the open child below a
+            ne += 1
+            ch_count[nc] = cur
+            nc += 1
+            last = a
+            cur = 0
+        cur += ln
+        if heavy:
+            nxt = np.nextafter(a, np.inf)
+            if nxt < hi:  # the atom's child ends just above it
+                out_keys[ne] = nxt
+                ne += 1
+                ch_count[nc] = cur
+                nc += 1
+                last = nxt
+                cur = 0
+        k = r
+    ch_count[nc] = cur
+    return ne, nc + 1
+
+
+@_jit
 def plan_cuts(nodes, values, weights, scale, target, lower, upper):
     """Cut leaves into children from their sorted values (greedy, tie-aware).
 
@@ -359,49 +456,14 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
         j = i
         while j < n and nodes[j] == node:
             j += 1
-        hi = upper[node]
         e0 = ne
         c0 = nc
-        last = lower[node]  # lower bound of the open child
-        cur = 0.0
-        cnt = 0.0
-        k = i
-        while k < j:
-            a = values[k]
-            r = k + 1
-            while r < j and values[r] == a:
-                r += 1
-            if unit:
-                rows = float(r - k)
-            else:
-                rows = 0.0
-                for q in range(k, r):
-                    rows += weights[q]
-            mass = rows * scale
-            heavy = mass > target
-            if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
-                out_keys[ne] = a  # close the open child below a
-                ne += 1
-                ch_count[nc] = cnt
-                nc += 1
-                last = a
-                cur = 0.0
-                cnt = 0.0
-            cur += mass
-            cnt += rows
-            if heavy:
-                nxt = np.nextafter(a, np.inf)
-                if nxt < hi:  # the atom's child ends just above it
-                    out_keys[ne] = nxt
-                    ne += 1
-                    ch_count[nc] = cnt
-                    nc += 1
-                    last = nxt
-                    cur = 0.0
-                    cnt = 0.0
-            k = r
-        ch_count[nc] = cnt
-        nc += 1
+        if unit:
+            ne, nc = _cut_unit(values, i, j, scale, target, lower[node], upper[node], out_keys,
+                               ch_count, ne, nc)
+        else:
+            ne, nc = _cut_weighted(values, weights, i, j, scale, target, lower[node],
+                                   upper[node], out_keys, ch_count, ne, nc)
         if nc - c0 > 1:
             split_node[ns] = node
             split_nch[ns] = nc - c0
