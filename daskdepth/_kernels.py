@@ -589,3 +589,40 @@ def merge_moments(a, b):
     mean = ma + delta * (nb / n)
     scatter = sa + sb + np.outer(delta, delta) * (na * nb / n)
     return n, mean, scatter
+
+
+# --------------------------------------------------------------------------- row order
+
+
+@_jit
+def morton_codes(X, valid, bits):
+    """Z-order code of each row, ``bits`` bits per feature over the rows' bounding box.
+
+    Rows close in space get close codes, so sorting by them makes consecutive
+    rows' projections close on every direction: the routing tables' cache
+    lines are then reused from row to row.  Invalid rows get code 0.
+    """
+    nr, d = X.shape
+    lo = np.full(d, np.inf)
+    hi = np.full(d, -np.inf)
+    for i in range(nr):
+        if valid[i]:
+            for k in range(d):
+                lo[k] = min(lo[k], X[i, k])
+                hi[k] = max(hi[k], X[i, k])
+    top = float((1 << bits) - 1)
+    sc = np.zeros(d)
+    for k in range(d):
+        if hi[k] > lo[k]:
+            sc[k] = top / (hi[k] - lo[k])
+    out = np.zeros(nr, dtype=np.uint64)
+    for i in range(nr):
+        if not valid[i]:
+            continue
+        code = np.uint64(0)
+        for k in range(d):
+            q = np.uint64(min(max((X[i, k] - lo[k]) * sc[k], 0.0), top))
+            for b in range(bits):
+                code |= ((q >> np.uint64(b)) & np.uint64(1)) << np.uint64(b * d + k)
+        out[i] = code
+    return out

@@ -20,6 +20,12 @@ from . import _kernels as K
 #: it saves.  Finding them costs about 30 ns per row of 3 features, against
 #: several nanoseconds per row and direction for routing.
 MERGE_MIN_GAIN = 0.1
+#: Rows are put in Z-order (:func:`daskdepth._kernels.morton_codes`) when each
+#: feature gets at least 4 bits of the 63-bit code and the chunk is big enough
+#: to matter: neighbouring rows then share the routing tables' cache lines
+#: (measured on Http: histogram and scoring passes about 10% faster).
+ORDER_MAX_D = 15
+ORDER_MIN_ROWS = 4096
 
 
 @dataclass
@@ -54,8 +60,13 @@ class Rows:
 
 
 def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None = None, *,
-                 keep_inverse: bool = True, merge: bool = True) -> Rows:
-    """Centre the rows of ``x`` on ``location`` and merge duplicate finite rows.
+                 keep_inverse: bool = True, merge: bool = True, order: bool = True) -> Rows:
+    """Centre the rows of ``x`` on ``location``, merge duplicate finite rows, sort them.
+
+    With ``merge``, duplicate rows become one row weighted by its multiplicity
+    (when that saves enough); with ``order``, the rows are put in Z-order (for
+    narrow data).  Either way the kernels see each row's exact values, so
+    counts and depths are the same bits as without.
 
     Examples
     --------
@@ -71,11 +82,26 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
     if valid is None:
         valid = np.isfinite(x).all(axis=1)
     xc = np.ascontiguousarray(x - location)
-    n_rows = xc.shape[0]
+    n_rows, d = xc.shape
     n_valid = int(np.count_nonzero(valid))
+    pick = weight = inverse = None
     if merge and n_valid > 1:
-        first, inverse, counts = K.distinct_rows(xc.view(np.uint64), valid)
+        first, inv, counts = K.distinct_rows(xc.view(np.uint64), valid)
         if first.size <= (1.0 - MERGE_MIN_GAIN) * n_valid:
-            return Rows(np.ascontiguousarray(xc[first]), np.ones(first.size, dtype=bool),
-                        counts, inverse if keep_inverse else None, n_rows)
-    return Rows(xc, valid, valid.astype(np.float64), None, n_rows)
+            pick, weight, inverse = first, counts, inv
+    if order and d <= ORDER_MAX_D and n_valid >= ORDER_MIN_ROWS:
+        if pick is None:
+            pick = np.flatnonzero(valid)
+            weight = np.ones(pick.size)
+            inverse = np.full(n_rows, -1, dtype=np.int64)
+            inverse[pick] = np.arange(pick.size)
+        codes = K.morton_codes(xc[pick], np.ones(pick.size, dtype=bool), 63 // d)
+        perm = np.argsort(codes)
+        rank = np.empty_like(perm)
+        rank[perm] = np.arange(perm.size)
+        pick, weight = pick[perm], weight[perm]
+        inverse = np.where(inverse >= 0, rank[np.maximum(inverse, 0)], -1)
+    if pick is None:
+        return Rows(xc, valid, valid.astype(np.float64), None, n_rows)
+    return Rows(np.ascontiguousarray(xc[pick]), np.ones(pick.size, dtype=bool), weight,
+                inverse if keep_inverse else None, n_rows)

@@ -12,6 +12,7 @@ from hypothesis.extra.numpy import arrays
 
 import daskdepth
 from daskdepth import _graph, _rows, _summary
+from daskdepth import _kernels as K
 
 
 @settings(max_examples=60, deadline=None)
@@ -36,13 +37,30 @@ def test_prepare_rows_maps_every_row_to_an_equal_distinct_row(x):
 
 
 def _fit_and_score(x, monkeypatch, merge):
-    monkeypatch.setattr(_graph, "prepare_rows",
-                        functools.partial(_rows.prepare_rows, merge=merge))
-    monkeypatch.setattr(_summary, "prepare_rows",
-                        functools.partial(_rows.prepare_rows, merge=merge))
+    prepare = functools.partial(_rows.prepare_rows, merge=merge, order=merge)
+    monkeypatch.setattr(_graph, "prepare_rows", prepare)
+    monkeypatch.setattr(_summary, "prepare_rows", prepare)
     model = daskdepth.AIIRW(n_directions=24, random_state=3, nan_policy="omit", tol=1e-3)
     model.fit(chunked(x, 17_000))
     return model, np.asarray(model.score_samples(x))
+
+
+def test_rows_in_z_order_map_back_to_their_rows():
+    rng = np.random.default_rng(2)
+    x = rng.integers(0, 50, size=(20_000, 3)).astype(np.float64)
+    x[::997, 2] = np.inf
+    loc = np.array([3.0, -1.0, 0.5])
+    finite = np.isfinite(x).all(axis=1)
+    for merge in (True, False):
+        rows = _rows.prepare_rows(x, loc, merge=merge)
+        assert rows.valid.all() and rows.weight.sum() == finite.sum()
+        np.testing.assert_array_equal(rows.x[rows.inverse[finite]], x[finite] - loc)
+        assert (rows.inverse[~finite] == -1).all()
+        codes = K.morton_codes(rows.x, rows.valid, 63 // 3)
+        assert (np.diff(codes.astype(np.float64)) >= 0).all()
+        # Z-order keeps neighbours close: consecutive rows are much nearer than at random.
+        step = np.abs(np.diff(rows.x, axis=0)).sum(axis=1).mean()
+        assert step < 0.25 * np.abs(rows.x - rows.x[rng.permutation(len(rows.x))]).sum(1).mean()
 
 
 def test_merging_duplicates_changes_no_bit(monkeypatch):
