@@ -19,7 +19,7 @@ from ._graph import (
     phase,
     score_array,
 )
-from ._kernels import PROJECT_MAX_D, plan_cuts, project_columns
+from ._kernels import plan_cuts, project_columns
 from ._summary import BlockSummary, DepthSummary, LeafStats, mean_bound
 
 #: Most directions per block: one histogram task covers one row chunk and one
@@ -60,42 +60,40 @@ def pilot_summary(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     a fraction of the row limit (scaled up from the sample), atoms apart.  When
     the sample is the whole data the cut is exact and the summary comes back
     finished; otherwise a pass over the data counts its leaves.  Directions are
-    projected and sorted one at a time (narrow data), so the working set stays
-    a few sample-sized vectors.
+    projected and sorted one at a time, so the working set stays a few
+    sample-sized vectors.
     """
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
     cap = leaf_cap(n, tol)
     target = cap if exact else PILOT_GUARD * cap
-    narrow = sample_c.shape[1] <= PROJECT_MAX_D
     # The same bits as the routing kernels (atoms' keys must match exactly).
-    proj = np.empty((1, s)) if narrow else np.ascontiguousarray(v @ sample_c.T)
+    proj = np.empty((1, s))
     columns = np.ascontiguousarray(sample_c.T)
     nodes = np.zeros(s, dtype=np.int64)
     whole = (np.array([-np.inf]), np.array([np.inf]))
     keys, counts = [], []
     ext = np.empty((mb, 2))
     for jj in range(mb):
-        if narrow:
-            project_columns(columns, v[jj:jj + 1], proj)
-        p = proj[0] if narrow else proj[jj]
+        project_columns(columns, v[jj:jj + 1], proj)
+        p = proj[0]
         p.sort()
         _, _, k, c = plan_cuts(nodes, p, np.zeros(0), n / s, float(target), *whole)
         keys.append(k)
         counts.append(c if c.size else np.array([float(s)]))  # one leaf: all rows
         ext[jj] = p[0], p[-1]
     bptr = np.concatenate([[0], np.cumsum([k.size for k in keys])]).astype(np.int64)
-    summary = BlockSummary.build(j0, j1, bptr, np.concatenate(keys))
     if not exact:
-        return summary
-    return finish_summary(summary, LeafStats(np.concatenate(counts), ext), cap)
+        return BlockSummary.build(j0, j1, bptr, np.concatenate(keys))
+    # Keys only: finishing builds the routing structure once, for the final keys.
+    planned = BlockSummary.planned(j0, j1, bptr, np.concatenate(keys))
+    return finish_summary(planned, LeafStats(np.concatenate(counts), ext), cap)
 
 
 def finish_summary(summary: BlockSummary, stats: LeafStats, cap: int) -> BlockSummary:
     """Coalesce light neighbouring leaves, then tabulate the scores from exact counts."""
-    summary, stats = summary.coalesced(stats, cap)
-    return summary.with_stats(stats)
+    return summary.finished(stats, cap)
 
 
 def refine_summary(summary: BlockSummary,

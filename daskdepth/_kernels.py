@@ -20,8 +20,9 @@ import numpy as np
 
 _jit = numba.njit(nogil=True, cache=True)
 
-#: Dimension up to which projections are computed by :func:`project`; above it
-#: a BLAS matrix product is faster.
+#: Dimension up to which the routing kernels project each row inline; above it
+#: a sum of ``d`` dependent products per value is slower than projecting the
+#: chunk beforehand with :func:`project` (SIMD over rows, same bits).
 PROJECT_MAX_D = 32
 
 
@@ -212,20 +213,64 @@ def project(X: np.ndarray, V: np.ndarray) -> np.ndarray:
 
 
 @_jit
-def guide_table(g_lo, g_scale, g, kptr, keys):
-    """``table[jj, c]``: keys of direction ``jj`` whose guide cell is before ``c``."""
-    mb = g_lo.size
-    gm = g + 0.5
-    table = np.zeros((mb, g + 2), dtype=np.int32)
+def pad_keys(bptr, bounds):
+    """Each direction's keys followed by ``PAD`` copies of ``+inf`` (see :func:`route_tile`)."""
+    mb = bptr.size - 1
+    keys = np.empty(bounds.size + PAD * mb)
+    q = 0
     for jj in range(mb):
+        for b in range(bptr[jj], bptr[jj + 1]):
+            keys[q] = bounds[b]
+            q += 1
+        for _ in range(PAD):
+            keys[q] = np.inf
+            q += 1
+    return keys
+
+
+@_jit
+def unpad_keys(bptr, keys):
+    """The keys of :func:`pad_keys` without the padding."""
+    mb = bptr.size - 1
+    out = np.empty(bptr[-1])
+    for jj in range(mb):
+        k0 = bptr[jj] + PAD * jj
+        for b in range(bptr[jj], bptr[jj + 1]):
+            out[b] = keys[k0 + b - bptr[jj]]
+    return out
+
+
+@_jit
+def guide_table(g_lo, g_scale, g, kptr, keys, table):
+    """Fill ``table[jj, c]``: keys of direction ``jj`` whose guide cell is before ``c``."""
+    gm = g + 0.5
+    for jj in range(g_lo.size):
         row = table[jj]
+        row[:] = 0
         for k in range(kptr[jj], kptr[jj + 1] - PAD):
             c = cell(keys[k], g_lo[jj], g_scale[jj], gm)
             if c + 1 < g + 2:
                 row[c + 1] += 1
         for c in range(1, g + 2):
             row[c] += row[c - 1]
-    return table
+
+
+@_jit
+def _tight(bounds, b):
+    """Whether keys ``b - 1`` and ``b`` bound a leaf ``[a, nextafter(a))`` (an atom)."""
+    return np.nextafter(bounds[b - 1], np.inf) == bounds[b]
+
+
+@_jit
+def leaf_atoms(bptr, bounds):
+    """Which leaves are atoms: those between two keys with no float between them."""
+    mb = bptr.size - 1
+    out = np.zeros(bounds.size + mb, dtype=np.bool_)
+    for jj in range(mb):
+        for b in range(bptr[jj] + 1, bptr[jj + 1]):
+            if _tight(bounds, b):
+                out[b + jj] = True  # leaf b - bptr[jj] of direction jj
+    return out
 
 
 @_jit
@@ -476,45 +521,113 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
 
 
 @_jit
-def coalesce_leaves(lptr, bptr, bounds, counts, cap):
-    """Merge runs of adjacent leaves whose rows add up to at most ``cap``.
+def _starts_group(cur, c, cap, first):
+    """Whether a leaf of ``c`` rows starts a new merged leaf after ``cur`` rows."""
+    return first or cap < 0 or cur + c > cap or c > cap or cur > cap
 
-    A merged leaf keeps the first leaf's lower bound and the summed count, so
-    its error bound stays within the limit; a leaf heavier than ``cap`` (an
-    atom) is left alone.  Returns the new leaf pointers, bound pointers, bounds
-    and counts.
+
+@_jit
+def finish_leaves(bptr, keys, counts, ext, cap, like):
+    """Final keys, counts and tabulated scores of a block, from exact leaf counts.
+
+    Three steps in one pass per direction, writing each output once:
+
+    * with ``cap >= 0``, runs of adjacent leaves holding at most ``cap`` rows
+      together merge (a leaf heavier than ``cap``, an atom, stays alone; the
+      merged leaf keeps the first leaf's lower key and the summed count);
+    * the direction's smallest value (``ext[jj, 0]``) and the float above its
+      largest (``ext[jj, 1]``) become keys when the end leaves hold rows, so
+      that points beyond the data get exact (zero) counts; keys stay sorted,
+      as the smallest value lies below the first key when the first leaf
+      holds rows, and the largest at or above the last key when the last does;
+    * ``lut[k]`` receives ``min(L, G)`` estimated for any point in leaf ``k``:
+      ``L`` and ``G`` count the values ``<=`` and ``>=`` it, namely the leaves
+      before it, the leaves after it and, of its own leaf, all rows for an
+      atom (exact) or half of them (the midpoint, off by at most half).
+
+    ``keys`` are padded (:func:`pad_keys`); ``lut`` has the dtype of ``like``.
+    Returns the new bound pointers, padded keys, counts, ``lut`` and each
+    direction's largest leaf that is not an atom.
     """
-    mb = lptr.size - 1
-    n_leaves = counts.size
-    keep_bound = np.zeros(bounds.size, dtype=np.bool_)
-    group = np.empty(n_leaves, dtype=np.int64)
-    new_lptr = np.zeros(mb + 1, dtype=np.int64)
-    g = -1
+    mb = bptr.size - 1
+    # Pass 1: merged leaves and end flags, so that outputs are allocated once.
+    n_out = np.zeros(mb, dtype=np.int64)
+    head = np.zeros(mb, dtype=np.bool_)
+    tail = np.zeros(mb, dtype=np.bool_)
     for jj in range(mb):
+        l0 = bptr[jj] + jj
+        l1 = bptr[jj + 1] + jj + 1
         cur = 0.0
-        first = True
-        for k in range(lptr[jj], lptr[jj + 1]):
+        groups = 0
+        for k in range(l0, l1):
             c = counts[k]
-            if first or cur + c > cap or c > cap or cur > cap:
-                g += 1
+            if _starts_group(cur, c, cap, k == l0):
+                if groups == 1:
+                    head[jj] = cur > 0
+                groups += 1
                 cur = 0.0
-                if not first:
-                    keep_bound[bptr[jj] + (k - lptr[jj]) - 1] = True
-                first = False
             cur += c
-            group[k] = g
-        new_lptr[jj + 1] = g + 1
-    out_counts = np.zeros(g + 1)
-    for k in range(n_leaves):
-        out_counts[group[k]] += counts[k]
+        if groups == 1:
+            head[jj] = cur > 0
+        head[jj] = head[jj] and -np.inf < ext[jj, 0] < np.inf
+        tail[jj] = cur > 0 and -np.inf < np.nextafter(ext[jj, 1], np.inf) < np.inf
+        n_out[jj] = groups + head[jj] + tail[jj]
     new_bptr = np.zeros(mb + 1, dtype=np.int64)
     for jj in range(mb):
-        kept = 0
-        for b in range(bptr[jj], bptr[jj + 1]):
-            if keep_bound[b]:
-                kept += 1
-        new_bptr[jj + 1] = new_bptr[jj] + kept
-    return new_lptr, new_bptr, bounds[keep_bound], out_counts
+        new_bptr[jj + 1] = new_bptr[jj] + n_out[jj] - 1
+    new_keys = np.empty(new_bptr[-1] + PAD * mb)
+    new_counts = np.empty(new_bptr[-1] + mb)
+    lut = np.empty(new_counts.size, dtype=like.dtype)
+    worst = np.zeros(mb)
+    # Pass 2: write keys and counts, then tabulate the direction.
+    for jj in range(mb):
+        l0 = bptr[jj] + jj
+        l1 = bptr[jj + 1] + jj + 1
+        k0 = bptr[jj] + PAD * jj  # first key of direction jj in ``keys``
+        q0 = new_bptr[jj] + PAD * jj  # ... in ``new_keys``
+        c0 = new_bptr[jj] + jj  # first leaf in ``new_counts``
+        q = q0
+        c = c0
+        if head[jj]:
+            new_keys[q] = ext[jj, 0]
+            q += 1
+            new_counts[c] = 0.0
+            c += 1
+        cur = 0.0
+        for k in range(l0, l1):
+            ck = counts[k]
+            if _starts_group(cur, ck, cap, k == l0):
+                if k > l0:
+                    new_counts[c] = cur
+                    c += 1
+                    new_keys[q] = keys[k0 + (k - l0) - 1]  # the lower key of leaf k
+                    q += 1
+                cur = 0.0
+            cur += ck
+        new_counts[c] = cur
+        c += 1
+        if tail[jj]:
+            new_keys[q] = np.nextafter(ext[jj, 1], np.inf)
+            q += 1
+            new_counts[c] = 0.0
+            c += 1
+        for _ in range(PAD):
+            new_keys[q] = np.inf
+            q += 1
+        total = 0.0
+        for k in range(c0, c):
+            total += new_counts[k]
+        before = 0.0
+        for k in range(c0, c):
+            ck = new_counts[k]
+            i = q0 + (k - c0)  # key above leaf k
+            atom = k > c0 and k < c - 1 and np.nextafter(new_keys[i - 1], np.inf) == new_keys[i]
+            own = ck if atom else 0.5 * ck
+            lut[k] = min(before + own, total - before - ck + own)
+            before += ck
+            if not atom:
+                worst[jj] = max(worst[jj], ck)
+    return new_bptr, new_keys, new_counts, lut, worst
 
 
 # --------------------------------------------------------------------------- exact helpers

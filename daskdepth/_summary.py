@@ -26,6 +26,9 @@ from ._rows import Rows, prepare_rows
 GUIDE_PER_KEY = 4
 GUIDE_MIN = 256
 GUIDE_MAX = 1 << 18
+#: Up to this many reference rows, the tabulated scores (multiples of 1/2 up to
+#: n / 2) are exact in float32, which halves the bytes scoring reads per leaf.
+LUT32_MAX_ROWS = 2**23
 #: The guide grid spans the keys between these ranks (as fractions), widened by
 #: :data:`GUIDE_MARGIN` on each side; keys outside share the two end cells.
 GUIDE_QUANTILE = 0.001
@@ -62,23 +65,26 @@ class LeafStats:
         return cls(counts, ext)
 
 
-def _guide(bptr: np.ndarray, bounds: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """Guide grid size, origin and scale of each direction, from its keys."""
+def _guide(bptr: np.ndarray, kptr: np.ndarray,
+           keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+    """Guide grid size, origin and scale of each direction, from its (padded) keys."""
     nk = np.diff(bptr)
     mb = nk.size
     g = int(min(GUIDE_MAX, max(GUIDE_MIN, GUIDE_PER_KEY * int(nk.max(initial=0)))))
     lo = np.zeros(mb)
     scale = np.ones(mb)
-    for jj in np.flatnonzero(nk):
-        keys = bounds[bptr[jj]:bptr[jj + 1]]
-        a = keys[int(GUIDE_QUANTILE * (keys.size - 1))]
-        b = keys[int(np.ceil((1 - GUIDE_QUANTILE) * (keys.size - 1)))]
-        spread = b - a if b > a else keys[-1] - keys[0]
-        if not spread > 0:
-            spread = max(abs(a), 1.0)
-        lo[jj] = a - GUIDE_MARGIN * spread
-        width = (1 + 2 * GUIDE_MARGIN) * spread
-        scale[jj] = g / width if width > g * 1e-300 else 1e300  # no overflow for tiny spreads
+    has = np.flatnonzero(nk)
+    if has.size == 0:
+        return g, lo, scale
+    first, top = kptr[has], nk[has] - 1
+    a = keys[first + np.floor(GUIDE_QUANTILE * top).astype(np.int64)]
+    b = keys[first + np.ceil((1 - GUIDE_QUANTILE) * top).astype(np.int64)]
+    spread = np.where(b > a, b - a, keys[first + top] - keys[first])
+    spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
+    lo[has] = a - GUIDE_MARGIN * spread
+    width = (1 + 2 * GUIDE_MARGIN) * spread
+    with np.errstate(over="ignore"):  # no overflow for tiny spreads
+        scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
     return g, lo, scale
 
 
@@ -88,18 +94,18 @@ class BlockSummary:
 
     Direction ``jj`` (local index) has the sorted interior keys
     ``bounds[bptr[jj]:bptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
-    (one more than keys).  ``keys`` (the bounds with ``PAD`` sentinels after each
-    direction), ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing
+    (one more than keys), stored as ``keys``, with ``PAD`` sentinels after each
+    direction.  ``keys``, ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing
     structure of :func:`daskdepth._kernels.route_tile`.  Once fitted,
     ``counts`` holds the rows of each leaf, ``ext`` each direction's smallest
-    and largest value, and ``lut`` the estimated ``min(L, G)`` of any point in
-    each leaf (:meth:`with_stats`), which is all that scoring reads.
+    and largest value, ``lut`` the estimated ``min(L, G)`` of any point in
+    each leaf (:meth:`finished`), which is all that scoring reads, and
+    ``worst`` each direction's largest leaf that is not an atom.
     """
 
     j0: int
     j1: int
     bptr: np.ndarray
-    bounds: np.ndarray
     g: int
     g_lo: np.ndarray
     g_scale: np.ndarray
@@ -108,6 +114,7 @@ class BlockSummary:
     counts: np.ndarray | None = field(default=None, repr=False)
     ext: np.ndarray | None = field(default=None, repr=False)
     lut: np.ndarray | None = field(default=None, repr=False)
+    worst: np.ndarray | None = field(default=None, repr=False)
 
     @property
     def mb(self) -> int:
@@ -127,28 +134,23 @@ class BlockSummary:
         return self.bptr + K.PAD * np.arange(self.mb + 1)
 
     @property
+    def bounds(self) -> np.ndarray:
+        """The interior keys of all directions, without the padding (a new array)."""
+        return K.unpad_keys(self.bptr, self.keys)
+
+    @property
     def n_leaves(self) -> int:
-        return int(self.bounds.size + self.mb)
+        return int(self.bptr[-1]) + self.mb
 
     @property
     def atoms(self) -> np.ndarray:
         """Leaves ``[a, nextafter(a))``, which hold the single value ``a``."""
-        out = np.zeros(self.n_leaves, dtype=bool)
-        if self.bounds.size < 2:
-            return out
-        # Consecutive keys k-1, k of one direction bound the leaf between them.
-        key_dir = np.repeat(np.arange(self.mb), np.diff(self.bptr))
-        tight = np.nextafter(self.bounds[:-1], np.inf) == self.bounds[1:]
-        tight &= key_dir[:-1] == key_dir[1:]
-        # Key k (global index) is the upper bound of leaf k + (its direction's index).
-        upper = np.flatnonzero(tight) + 1
-        out[upper + key_dir[upper]] = True
-        return out
+        return K.leaf_atoms(self.bptr, self.bounds)
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.g_lo, self.g_scale, self.bptr, self.bounds, self.keys, self.table,
-                  self.counts, self.ext, self.lut]
+        arrays = [self.g_lo, self.g_scale, self.bptr, self.keys, self.table, self.counts,
+                  self.ext, self.lut]
         return sum(a.nbytes for a in arrays if a is not None)
 
     # ---------------------------------------------------------------- construction
@@ -157,17 +159,29 @@ class BlockSummary:
     def build(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
         """Summary with the given keys and the routing structure sized to them."""
         bptr = np.ascontiguousarray(bptr, dtype=np.int64)
-        bounds = np.ascontiguousarray(bounds, dtype=np.float64)
+        keys = K.pad_keys(bptr, np.ascontiguousarray(bounds, dtype=np.float64))
+        return cls.from_keys(j0, j1, bptr, keys)
+
+    @classmethod
+    def from_keys(cls, j0: int, j1: int, bptr: np.ndarray, keys: np.ndarray) -> BlockSummary:
+        """Summary with the given padded keys (:func:`daskdepth._kernels.pad_keys`)."""
         mb = j1 - j0
         kptr = bptr + K.PAD * np.arange(mb + 1)
-        keys = np.full(int(kptr[-1]), np.inf)
-        pos = np.arange(bounds.size) + K.PAD * np.repeat(np.arange(mb), np.diff(bptr))
-        keys[pos] = bounds
-        g, lo, scale = _guide(bptr, bounds)
-        table = K.guide_table(lo, scale, g, kptr, keys)
-        if bounds.size == 0 or np.diff(bptr).max() < 2**16:
-            table = table.astype(np.uint16)  # half the cache footprint of int32
-        return cls(j0, j1, bptr, bounds, g, lo, scale, keys, table)
+        g, lo, scale = _guide(bptr, kptr, keys)
+        # uint16 when every direction has fewer than 65536 keys: half the cache
+        # footprint of int32.
+        small = bptr[-1] == 0 or np.diff(bptr).max() < 2**16
+        table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
+        K.guide_table(lo, scale, g, kptr, keys, table)
+        return cls(j0, j1, bptr, g, lo, scale, keys, table)
+
+    @classmethod
+    def planned(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
+        """Keys without a routing structure: only to be :meth:`finished`, which builds one."""
+        bptr = np.ascontiguousarray(bptr, dtype=np.int64)
+        keys = K.pad_keys(bptr, np.ascontiguousarray(bounds, dtype=np.float64))
+        empty = np.zeros(0)
+        return cls(j0, j1, bptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
 
     def _route_args(self) -> tuple:
         return (self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table, self.lptr)
@@ -195,58 +209,28 @@ class BlockSummary:
 
     # ---------------------------------------------------------------- edits
 
-    def coalesced(self, stats: LeafStats, cap: float) -> tuple[BlockSummary, LeafStats]:
-        """Merge adjacent leaves while they hold at most ``cap`` rows together.
+    def finished(self, stats: LeafStats, cap: float | None = None) -> BlockSummary:
+        """Finish with exact leaf statistics: the summary that scores points.
 
-        Leaves are planned with head room for sampling noise; once the counts
-        are exact, merging the light ones roughly halves the summary (memory and
-        lookup cost) without changing the error bound's guarantee.
+        With ``cap``, runs of adjacent leaves holding at most ``cap`` rows
+        together are merged first (leaves are planned with head room for
+        sampling noise; merging the light ones roughly halves the summary
+        without changing the error bound's guarantee).  Then each direction's
+        smallest value and the float above its largest become keys, so points
+        beyond the data get their exact (zero) count, and ``lut[k]`` tabulates
+        the estimate of ``min(L, G)`` for any point in leaf ``k``, ``L`` and
+        ``G`` counting the reference values ``<=`` and ``>=`` the point: exact
+        for atoms and empty leaves, the leaf's midpoint otherwise (off by at
+        most half its rows).  The routing structure is built once, at the end.
         """
-        _, bptr, bounds, counts = K.coalesce_leaves(self.lptr, self.bptr, self.bounds,
-                                                    stats.counts, float(cap))
-        out = BlockSummary.build(self.j0, self.j1, bptr, bounds)
-        return out, LeafStats(counts, stats.ext)
-
-    def with_extremes(self, stats: LeafStats) -> tuple[BlockSummary, LeafStats]:
-        """Add each direction's smallest value and the float above its largest as keys.
-
-        The end leaves then hold no rows, so points beyond the data in a
-        direction get their exact (zero) count there.
-        """
-        lptr = self.lptr
-        keys, counts = [], []
-        nk = np.zeros(self.mb + 1, dtype=np.int64)
-        for jj in range(self.mb):
-            c = stats.counts[lptr[jj]:lptr[jj + 1]]
-            lo, hi = stats.ext[jj]
-            top = np.nextafter(hi, np.inf)
-            head = [lo] if c[0] > 0 and np.isfinite(lo) else []
-            tail = [top] if c[-1] > 0 and np.isfinite(top) else []
-            keys.append(np.concatenate([head, self.bounds[self.bptr[jj]:self.bptr[jj + 1]],
-                                        tail]))
-            counts.append(np.concatenate([np.zeros(len(head)), c, np.zeros(len(tail))]))
-            nk[jj + 1] = keys[-1].size
-        out = BlockSummary.build(self.j0, self.j1, np.cumsum(nk), np.concatenate(keys))
-        return out, LeafStats(np.concatenate(counts), stats.ext)
-
-    def with_stats(self, stats: LeafStats) -> BlockSummary:
-        """Finish with exact counts: add the extremes as keys and tabulate scores.
-
-        ``lut[k]`` is the estimate of ``min(L, G)`` for any point in leaf ``k``,
-        where ``L`` and ``G`` count the reference values ``<=`` and ``>=`` the
-        point: exact for atoms and empty leaves, and the leaf's midpoint
-        otherwise (off by at most half its rows).
-        """
-        out, stats = self.with_extremes(stats)
-        lptr = out.lptr
-        sizes = np.diff(lptr)
-        counts = stats.counts
-        cs = np.cumsum(counts)
-        before = cs - counts - np.repeat(np.concatenate([[0.0], cs])[lptr[:-1]], sizes)
-        total = np.repeat(np.add.reduceat(counts, lptr[:-1]), sizes)
-        own = np.where(out.atoms, counts, 0.5 * counts)
-        lut = np.minimum(before + own, total - before - counts + own)
-        return replace(out, counts=counts, ext=stats.ext, lut=lut)
+        # float32 scores are exact up to LUT32_MAX_ROWS rows (halves of integers < 2**24).
+        n = stats.counts[:self.lptr[1]].sum() if stats.counts.size else 0
+        like = np.empty(0, dtype=np.float32 if n <= LUT32_MAX_ROWS else np.float64)
+        bptr, keys, counts, lut, worst = K.finish_leaves(
+            self.bptr, self.keys, stats.counts, stats.ext, -1.0 if cap is None else float(cap),
+            like)
+        out = BlockSummary.from_keys(self.j0, self.j1, bptr, keys)
+        return replace(out, counts=counts, ext=stats.ext, lut=lut, worst=worst)
 
     @property
     def stats(self) -> LeafStats:
@@ -282,6 +266,7 @@ class BlockSummary:
                 weights = weights[order]
         mb = self.mb
         lptr = self.lptr
+        old_bounds = self.bounds
         n_old = int(lptr[-1])
         leaf_dir = self.leaf_dir
         # Leaf k of direction jj spans [bound k-1, bound k), -inf / +inf at the ends.
@@ -291,18 +276,18 @@ class BlockSummary:
         has_lo = inner > 0
         has_hi = inner < np.diff(lptr)[leaf_dir] - 1
         bidx = self.bptr[leaf_dir] + inner
-        lower[has_lo] = self.bounds[bidx[has_lo] - 1]
-        upper[has_hi] = self.bounds[bidx[has_hi]]
+        lower[has_lo] = old_bounds[bidx[has_lo] - 1]
+        upper[has_hi] = old_bounds[bidx[has_hi]]
         sl, nch, new_bounds, ch_count = K.plan_cuts(
             leaves, values, np.ascontiguousarray(weights, dtype=np.float64), float(scale),
             float(target), lower, upper)
         new_dirs = np.repeat(leaf_dir[sl], nch - 1)
-        if self.bounds.size == 0:
+        if old_bounds.size == 0:
             # Planned from scratch: the keys come out ordered by direction, then value.
             bounds = new_bounds
             all_dirs = new_dirs
         else:
-            all_bounds = np.concatenate([self.bounds, new_bounds])
+            all_bounds = np.concatenate([old_bounds, new_bounds])
             all_dirs = np.concatenate([np.repeat(np.arange(mb), np.diff(self.bptr)), new_dirs])
             order = np.lexsort((all_bounds, all_dirs))
             bounds = all_bounds[order]
@@ -331,10 +316,8 @@ class BlockSummary:
         A leaf that is not an atom misplaces at most ``count / 2`` of its rows;
         the bound of a direction is the worst of its leaves, over ``n``.
         """
-        assert self.counts is not None
-        err = np.where(self.atoms, 0.0, self.counts / (2.0 * n))
-        lptr = self.lptr
-        return np.maximum.reduceat(err, lptr[:-1]) if err.size else np.zeros(self.mb)
+        assert self.worst is not None
+        return self.worst / (2.0 * n)
 
 
 def mean_bound(errs: np.ndarray) -> float:
@@ -343,10 +326,17 @@ def mean_bound(errs: np.ndarray) -> float:
 
 
 def _operands(xc: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """``(X, V, P, direct)`` for the kernels: projections inline, or by BLAS when wide."""
+    """``(X, V, P, direct)`` for the kernels: projections inline, or precomputed when wide.
+
+    Wide rows are projected beforehand by :func:`daskdepth._kernels.project`
+    (SIMD over rows) rather than inline, one dependent sum per value.  Not by
+    BLAS: its last bits depend on the shapes (so a row's projection could
+    differ from the key planned from it), and its threads would compete with
+    the scheduler's.
+    """
     if xc.shape[1] <= K.PROJECT_MAX_D:
         return xc, v, np.empty((0, 0)), False
-    return xc, v, np.ascontiguousarray(v @ xc.T), True
+    return xc, v, K.project(xc, v), True
 
 
 @dataclass

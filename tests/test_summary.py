@@ -105,7 +105,7 @@ def _finished(errs: list[float], n: int, cap: int) -> BlockSummary:
         counts[2 * j + 1] = cap // 2      # a light one
     # Infinite extremes: no keys are added, the leaves stay as given.
     ext = np.tile([-np.inf, np.inf], (len(errs), 1))
-    return block.with_stats(LeafStats(counts, ext))
+    return block.finished(LeafStats(counts, ext))
 
 
 def test_refine_plan_splits_only_the_directions_needed():
