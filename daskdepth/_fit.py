@@ -194,7 +194,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     todo = [b for b, w in enumerate(wanted) if w.any()]
     if todo:
         refs = [broadcast(trees[b], f"daskdepth-refine-{token}-{b}") for b in todo]
-        rows = [int(trees[b].counts[wanted[b]].sum()) for b in todo]
+        rows = [int(trees[b].counts[wanted[b]].sum(dtype=np.float64)) for b in todo]
         outs = collect_graph(x, location, directions,
                              [(*bounds[b], ref) for b, ref in zip(todo, refs, strict=True)],
                              [(wanted[b], r, n) for b, r in zip(todo, rows, strict=True)],
@@ -214,7 +214,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 def _finish(location: np.ndarray, directions: np.ndarray, trees: list[BlockSummary], n: int,
             tol: float) -> DepthSummary:
     for t in trees:
-        total = int(t.counts.sum())
+        total = int(t.counts.sum(dtype=np.float64))
         if total != n * (t.j1 - t.j0):  # pragma: no cover - internal consistency check
             raise RuntimeError(
                 f"daskdepth internal error: a direction block summarises {total} values, "

@@ -545,7 +545,8 @@ def finish_leaves(bptr, keys, counts, ext, cap, like):
       before it, the leaves after it and, of its own leaf, all rows for an
       atom (exact) or half of them (the midpoint, off by at most half).
 
-    ``keys`` are padded (:func:`pad_keys`); ``lut`` has the dtype of ``like``.
+    ``keys`` are padded (:func:`pad_keys`); counts and ``lut`` get the dtype of
+    ``like`` (float32 is exact for them up to 2**23 rows).
     Returns the new bound pointers, padded keys, counts, ``lut`` and each
     direction's largest leaf that is not an atom.
     """
@@ -576,7 +577,7 @@ def finish_leaves(bptr, keys, counts, ext, cap, like):
     for jj in range(mb):
         new_bptr[jj + 1] = new_bptr[jj] + n_out[jj] - 1
     new_keys = np.empty(new_bptr[-1] + PAD * mb)
-    new_counts = np.empty(new_bptr[-1] + mb)
+    new_counts = np.empty(new_bptr[-1] + mb, dtype=like.dtype)
     lut = np.empty(new_counts.size, dtype=like.dtype)
     worst = np.zeros(mb)
     # Pass 2: write keys and counts, then tabulate the direction.

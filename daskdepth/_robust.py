@@ -31,7 +31,9 @@ OAS is a function of the moments alone.  Every key is named
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
@@ -411,8 +413,13 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     # Small matrices, and chunk tasks that already run in parallel: BLAS threads
     # only add synchronisation (and spin badly when the cores are shared).
     with threadpool_limits(limits=1, user_api="blas"):
-        for c in R.fast_mcd_candidates(z, h_s, rng):
-            res = concentrate(memory, h_s, c.loc, c.cov, rw_thr if in_memory else None)
+        starts = R.fast_mcd_candidates(z, h_s, rng)
+        # Candidates are concentrated independently, on as many threads as cores
+        # (NumPy releases the GIL); the best is then picked in their order.
+        with ThreadPoolExecutor(max_workers=max(1, min(len(starts), os.cpu_count() or 1))) as ex:
+            done = list(ex.map(lambda c: concentrate(memory, h_s, c.loc, c.cov,
+                                                     rw_thr if in_memory else None), starts))
+        for res in done:
             if best is None or res.logdet < best.logdet:
                 best = res
         assert best is not None

@@ -21,6 +21,8 @@ Conventions
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 
 import numba
@@ -391,10 +393,14 @@ def _cstep_batch(x: np.ndarray, h: int, locs: np.ndarray, covs: np.ndarray, step
 
 
 def _elemental_starts(x: np.ndarray, n_starts: int, limit: int,
-                      rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
-    """Mean and covariance of random (p+1)-subsets, grown while singular (up to ``limit``)."""
+                      rng: np.random.Generator | np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Mean and covariance of random (p+1)-subsets, grown while singular (up to ``limit``).
+
+    ``rng`` may be the uniform numbers ``(n_starts, m)`` the subsets are drawn from.
+    """
     m, p = x.shape
-    order = np.argsort(rng.random((n_starts, m)), axis=1)
+    u = rng if isinstance(rng, np.ndarray) else rng.random((n_starts, m))
+    order = np.argsort(u, axis=1)
     locs, covs = _cov_batch(x[order[:, :p + 1]])
     _, logdet = whiten_batch(covs)
     for k in np.flatnonzero(~np.isfinite(logdet)):
@@ -483,14 +489,22 @@ def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
     k = min(MAX_SUBSETS, m // sub)
     perm = rng.permutation(m)
     h_sub = int(np.ceil(sub * frac))
-    pooled_l, pooled_c = [], []
-    for i in range(k):
+    # The subsets' random numbers are drawn in order, then the subsets run on
+    # as many threads as cores (NumPy releases the GIL): the same results.
+    per = max(1, n_starts // k)
+    draws = [rng.random((per, sub)) for _ in range(k)]
+
+    def subset_best(i: int) -> tuple[np.ndarray, np.ndarray]:
         xs = x[perm[i * sub:(i + 1) * sub]]
-        locs, covs = _elemental_starts(xs, max(1, n_starts // k), h_sub, rng)
+        locs, covs = _elemental_starts(xs, per, h_sub, draws[i])
         locs, covs, logdet = _cstep_batch(xs, h_sub, locs, covs, 3)
         best = np.argsort(logdet, kind="stable")[:n_best]
-        pooled_l.append(locs[best])
-        pooled_c.append(covs[best])
+        return locs[best], covs[best]
+
+    with ThreadPoolExecutor(max_workers=max(1, min(k, os.cpu_count() or 1))) as ex:
+        pooled = list(ex.map(subset_best, range(k)))
+    pooled_l = [b[0] for b in pooled]
+    pooled_c = [b[1] for b in pooled]
     merged = x[perm[:k * sub]]
     h_merged = int(np.ceil(merged.shape[0] * frac))
     locs, covs, logdet = _cstep_batch(merged, h_merged, np.concatenate(pooled_l),

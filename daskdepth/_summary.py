@@ -26,8 +26,9 @@ from ._rows import Rows, prepare_rows
 GUIDE_PER_KEY = 4
 GUIDE_MIN = 256
 GUIDE_MAX = 1 << 18
-#: Up to this many reference rows, the tabulated scores (multiples of 1/2 up to
-#: n / 2) are exact in float32, which halves the bytes scoring reads per leaf.
+#: Up to this many reference rows, leaf counts and tabulated scores (multiples
+#: of 1/2 up to n / 2) are exact in float32, which halves the bytes scoring
+#: reads per leaf.
 LUT32_MAX_ROWS = 2**23
 #: The guide grid spans the keys between these ranks (as fractions), widened by
 #: :data:`GUIDE_MARGIN` on each side; keys outside share the two end cells.
@@ -223,8 +224,9 @@ class BlockSummary:
         for atoms and empty leaves, the leaf's midpoint otherwise (off by at
         most half its rows).  The routing structure is built once, at the end.
         """
-        # float32 scores are exact up to LUT32_MAX_ROWS rows (halves of integers < 2**24).
-        n = stats.counts[:self.lptr[1]].sum() if stats.counts.size else 0
+        # float32 counts and scores are exact up to LUT32_MAX_ROWS rows (halves of
+        # integers below 2**24), and halve the summary's largest arrays.
+        n = stats.counts[:self.lptr[1]].sum(dtype=np.float64) if stats.counts.size else 0
         like = np.empty(0, dtype=np.float32 if n <= LUT32_MAX_ROWS else np.float64)
         bptr, keys, counts, lut, worst = K.finish_leaves(
             self.bptr, self.keys, stats.counts, stats.ext, -1.0 if cap is None else float(cap),
