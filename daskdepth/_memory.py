@@ -8,7 +8,7 @@ A histogram, refinement or scoring task holds a row chunk of ``R`` rows and
 (the chunk, its centred copy, room for the block's projections and leaf
 indices, and the output).  This is an upper bound: with up to 32 features the
 kernels project and route 256 rows at a time and keep no per-block arrays; wider
-data has its block's projections computed by BLAS (``8 B`` bytes per row).
+data has its block's projections computed beforehand (``8 B`` bytes per row).
 Each task may use :data:`TASK_SHARE` of the memory of one worker
 thread, so that the tasks running at once, the chunks waiting for them and the
 broadcast summary stay well below the ``distributed.worker.memory`` spill
@@ -24,6 +24,8 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
+
+from ._summary import LUT32_MAX_ROWS
 
 #: Share of one worker thread's memory that the working set of one task may use.
 TASK_SHARE = 1 / 8
@@ -137,10 +139,12 @@ class SummaryMemoryWarning(UserWarning):
     """The fitted depth summary takes a large share of a worker's memory."""
 
 
-#: Bytes per leaf of a fitted summary: its key (twice: plain and padded for the
-#: search), its count, its tabulated score and its share of the guide grid
-#: (measured: 40.1 for m = 300, tol = 1e-4 on the Http set).
-BYTES_PER_LEAF = 40
+#: Bytes per leaf of a fitted summary: its padded key, its count, its tabulated
+#: score and its share of the guide grid, with counts and scores in float32 up
+#: to 2**23 rows (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4),
+#: float64 above.
+BYTES_PER_LEAF = 24
+BYTES_PER_LEAF_LARGE_N = 32
 #: Share of a worker's memory limit above which the summary size is reported.
 SUMMARY_SHARE = 1 / 4
 
@@ -155,10 +159,11 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
     Examples
     --------
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
-    200
+    120
     """
     leaves = n if tol <= 0 else min(n, int(1 / tol) + 1)
-    return int(m) * max(1, leaves) * BYTES_PER_LEAF
+    per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
+    return int(m) * max(1, leaves) * per_leaf
 
 
 def summary_memory_message(m: int, n: int, tol: float,
@@ -167,7 +172,7 @@ def summary_memory_message(m: int, n: int, tol: float,
 
     Examples
     --------
-    >>> summary_memory_message(800, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
