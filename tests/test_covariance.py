@@ -404,3 +404,29 @@ def test_resolve_covariance_dispatch():
     np.testing.assert_allclose(cov, OAS().fit(x).covariance_, rtol=1e-10)
     with pytest.raises(ValueError, match="covariance must be one of"):
         resolve_covariance("nope", n, mean, scatter, 2)
+
+
+def test_cholesky_whitening_matches_eigh_and_falls_back_when_singular(monkeypatch):
+    rng = np.random.default_rng(4)
+    a = rng.normal(size=(6, 5, 5))
+    covs = a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(5)
+    covs *= rng.uniform(0.01, 100, size=(6, 1, 1))
+    w_fast, logdet_fast = R.whiten_batch(covs)
+    monkeypatch.setattr(R, "_whiten_cholesky", lambda *args: None)
+    w_eig, logdet_eig = R.whiten_batch(covs)
+    x = rng.normal(size=(50, 5))
+    # Same Mahalanobis distances and log-determinants; only the rotation differs.
+    for k in range(covs.shape[0]):
+        d_fast = ((x @ w_fast[k]) ** 2).sum(axis=1)
+        d_eig = ((x @ w_eig[k]) ** 2).sum(axis=1)
+        np.testing.assert_allclose(d_fast, d_eig, rtol=1e-9)
+        np.testing.assert_allclose(d_fast, np.einsum("ij,jk,ik->i", x, np.linalg.inv(covs[k]), x),
+                                   rtol=1e-8)
+    np.testing.assert_allclose(logdet_fast, logdet_eig, rtol=1e-10)
+    monkeypatch.undo()
+    # A singular matrix in the stack: Cholesky declines, eigh drops its null space.
+    sing = covs.copy()
+    sing[3] = np.outer(np.arange(1.0, 6.0), np.arange(1.0, 6.0))  # rank one
+    assert R._whiten_cholesky(sing, np.ones((6, 5), bool), np.ones((6, 5))) is None
+    _, logdet = R.whiten_batch(sing)
+    assert logdet[3] == -np.inf and np.isfinite(logdet[0])

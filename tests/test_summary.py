@@ -129,3 +129,64 @@ def test_points_with_overflowing_projections_score_zero():
     q = np.array([[1e308, 1e308, 1e308], [-1e308, 1e308, -1e308], [0.0, 0.0, 0.0]])
     d = model.score_samples(q)
     assert d[0] == 0 and d[1] == 0 and d[2] > 0.3
+
+
+def _finish_reference(keys, counts, lo, hi, cap):
+    """Merge, add extremes and tabulate one direction, written plainly."""
+    keys, counts = list(keys), list(counts)
+    if cap is not None:
+        groups, cur, start = [], None, []
+        for k, c in enumerate(counts):
+            if cur is None or cur + c > cap or c > cap or cur > cap:
+                groups.append(c)
+                start.append(k)
+                cur = c
+            else:
+                groups[-1] += c
+                cur += c
+        keys = [keys[k - 1] for k in start[1:]]
+        counts = groups
+    if counts[0] > 0 and np.isfinite(lo):
+        keys, counts = [lo, *keys], [0.0, *counts]
+    top = np.nextafter(hi, np.inf)
+    if counts[-1] > 0 and np.isfinite(top):
+        keys, counts = [*keys, top], [*counts, 0.0]
+    n = sum(counts)
+    lut, before, worst = [], 0.0, 0.0
+    for k, c in enumerate(counts):
+        atom = 0 < k < len(counts) - 1 and np.nextafter(keys[k - 1], np.inf) == keys[k]
+        own = c if atom else c / 2
+        lut.append(min(before + own, n - before - c + own))
+        before += c
+        if not atom:
+            worst = max(worst, c)
+    return keys, counts, lut, worst
+
+
+@given(
+    data=st.lists(st.tuples(st.lists(st.integers(-6, 6), max_size=12, unique=True),
+                            st.lists(st.integers(0, 9), min_size=20, max_size=20)),
+                  min_size=1, max_size=3),
+    cap=st.one_of(st.none(), st.integers(0, 12)),
+)
+def test_finish_leaves_matches_a_plain_implementation(data, cap):
+    # Keys on a grid with tight pairs (atoms), counts with empty leaves.
+    per_dir, counts, ext = [], [], []
+    for raw_keys, raw_counts in data:
+        grid = np.unique(np.asarray(raw_keys, dtype=np.float64))
+        keys = np.unique(np.concatenate([grid, np.nextafter(grid[::2], np.inf)]))
+        c = np.asarray(raw_counts[:keys.size + 1], dtype=np.float64)
+        c[-1] += 1  # a direction holds rows
+        per_dir.append(keys)
+        counts.append(c)
+        ext.append((keys[0] - 1.5 if keys.size else -1.0, keys[-1] + 0.5 if keys.size else 1.0))
+    block = _block(per_dir)
+    stats = LeafStats(np.concatenate(counts), np.asarray(ext))
+    out = block.finished(stats, cap)
+    for jj, (keys, c) in enumerate(zip(per_dir, counts, strict=True)):
+        rk, rc, rl, rw = _finish_reference(keys, c, *ext[jj], cap)
+        leaves = slice(out.lptr[jj], out.lptr[jj + 1])
+        np.testing.assert_array_equal(out.bounds[out.bptr[jj]:out.bptr[jj + 1]], rk)
+        np.testing.assert_array_equal(out.counts[leaves], rc)
+        np.testing.assert_array_equal(out.lut[leaves], rl)
+        assert out.worst[jj] == rw
