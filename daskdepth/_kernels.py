@@ -375,6 +375,14 @@ def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lpt
 
 
 @_jit
+def _close_child(out_keys, ch_count, ne, nc, key, rows):
+    """Record the open child's rows and the key that ends it; returns the new cursors."""
+    out_keys[ne] = key
+    ch_count[nc] = rows
+    return ne + 1, nc + 1
+
+
+@_jit
 def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
     """Greedy cut of the sorted values ``i .. j - 1`` of one node; see :func:`plan_cuts`."""
     cur = 0.0
@@ -391,10 +399,7 @@ def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_c
         mass = rows * scale
         heavy = mass > target
         if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
-            out_keys[ne] = a  # close the open child below a
-            ne += 1
-            ch_count[nc] = cnt
-            nc += 1
+            ne, nc = _close_child(out_keys, ch_count, ne, nc, a, cnt)  # the child below a
             last = a
             cur = 0.0
             cnt = 0.0
@@ -403,10 +408,7 @@ def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_c
         if heavy:
             nxt = np.nextafter(a, np.inf)
             if nxt < hi:  # the atom's child ends just above it
-                out_keys[ne] = nxt
-                ne += 1
-                ch_count[nc] = cnt
-                nc += 1
+                ne, nc = _close_child(out_keys, ch_count, ne, nc, nxt, cnt)
                 last = nxt
                 cur = 0.0
                 cnt = 0.0
@@ -450,20 +452,14 @@ def _cut_unit(values, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc)
         ln = r - k
         heavy = ln > lim
         if (heavy or (cur > 0 and cur + ln > lim)) and a > last and a < hi:
-            out_keys[ne] = a  # close the open child below a
-            ne += 1
-            ch_count[nc] = cur
-            nc += 1
+            ne, nc = _close_child(out_keys, ch_count, ne, nc, a, cur)  # the child below a
             last = a
             cur = 0
         cur += ln
         if heavy:
             nxt = np.nextafter(a, np.inf)
             if nxt < hi:  # the atom's child ends just above it
-                out_keys[ne] = nxt
-                ne += 1
-                ch_count[nc] = cur
-                nc += 1
+                ne, nc = _close_child(out_keys, ch_count, ne, nc, nxt, cur)
                 last = nxt
                 cur = 0
         k = r
