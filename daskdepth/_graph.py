@@ -1,8 +1,9 @@
 """Dask graph construction: the data passes of fitting and the scoring map.
 
 Every key is named ``daskdepth-<verb>-<token>`` (``moments``, ``merge``,
-``pilot``, ``histogram``, ``score``), so the dashboard's task stream and
-progress bars say which phase a cluster is in.  Pure computations live in
+``pilot``, ``deduplicate``, ``histogram``, ``finish``, ``refine``, ``split``,
+``score``), so the dashboard's task stream and progress bars say which phase a
+cluster is in.  Pure computations live in
 :mod:`daskdepth._kernels` and :mod:`daskdepth._summary`; this module only
 wires them together.
 """

@@ -142,7 +142,8 @@ def test_fit_graph_keys_are_named(cluster):
         daskdepth.IRW(n_directions=8, tol=TOL, random_state=0).fit(chunked(x, 35_000))
         prefixes = set(client.run_on_scheduler(
             lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
-    assert {"daskdepth-moments", "daskdepth-histogram"} <= prefixes, prefixes
+    assert {"daskdepth-moments", "daskdepth-deduplicate", "daskdepth-histogram",
+            "daskdepth-finish"} <= prefixes, prefixes
 
 
 # --------------------------------------------------------------------------- stale keys
