@@ -256,19 +256,13 @@ def guide_table(g_lo, g_scale, g, kptr, keys, table):
 
 
 @_jit
-def _tight(bounds, b):
-    """Whether keys ``b - 1`` and ``b`` bound a leaf ``[a, nextafter(a))`` (an atom)."""
-    return np.nextafter(bounds[b - 1], np.inf) == bounds[b]
-
-
-@_jit
 def leaf_atoms(bptr, bounds):
     """Which leaves are atoms: those between two keys with no float between them."""
     mb = bptr.size - 1
     out = np.zeros(bounds.size + mb, dtype=np.bool_)
     for jj in range(mb):
         for b in range(bptr[jj] + 1, bptr[jj + 1]):
-            if _tight(bounds, b):
+            if np.nextafter(bounds[b - 1], np.inf) == bounds[b]:
                 out[b + jj] = True  # leaf b - bptr[jj] of direction jj
     return out
 
