@@ -269,3 +269,14 @@ def test_smtp_real_data_against_oracle():
     # Labelled attacks are on average much shallower than normal traffic.
     y = np.load(SMTP)["y"].astype(bool)
     assert got[y].mean() < got[~y].mean()
+
+
+@pytest.mark.parametrize("rows", [3000, DISTRIBUTED_ROWS])
+def test_wide_data_matches_oracle(rows):
+    # Above 32 features the kernels read precomputed projections (same bits as
+    # the pilot's); above 15 the rows are not reordered.  Ties in every feature.
+    x = tie_data(rows, 40, seed=9, levels=3)
+    tol = 1e-3
+    model = _model("ai-irw", n_directions=24, tol=tol).fit(chunked(x, 20_000))
+    assert (model.n_passes_ >= 1) == (rows > IN_MEMORY_ROWS)
+    _check_against_oracle(model, x, np.vstack([x[:500], x[:100] + 0.5]), tol)
