@@ -31,9 +31,7 @@ OAS is a function of the moments alone.  Every key is named
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from numbers import Real
 from typing import Any
@@ -416,9 +414,8 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
         starts = R.fast_mcd_candidates(z, h_s, rng)
         # Candidates are concentrated independently, on as many threads as cores
         # (NumPy releases the GIL); the best is then picked in their order.
-        with ThreadPoolExecutor(max_workers=max(1, min(len(starts), os.cpu_count() or 1))) as ex:
-            done = list(ex.map(lambda c: concentrate(memory, h_s, c.loc, c.cov,
-                                                     rw_thr if in_memory else None), starts))
+        done = R.thread_map(lambda c: concentrate(memory, h_s, c.loc, c.cov,
+                                                  rw_thr if in_memory else None), starts)
         for res in done:
             if best is None or res.logdet < best.logdet:
                 best = res

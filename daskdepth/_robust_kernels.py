@@ -22,8 +22,10 @@ Conventions
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
+from typing import Any
 
 import numba
 import numpy as np
@@ -366,6 +368,12 @@ def refine_edges(bracket: tuple[float, float], k: int = 128) -> np.ndarray:
 # --------------------------------------------------------------------------- in-memory FastMCD
 
 
+def thread_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
+    """``[fn(i) for i in items]`` on one thread per core (NumPy releases the GIL)."""
+    with ThreadPoolExecutor(max_workers=max(1, min(len(items), os.cpu_count() or 1))) as ex:
+        return list(ex.map(fn, items))
+
+
 def _cov_batch(xs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     loc = xs.mean(axis=1)
     xc = xs - loc[:, None, :]
@@ -501,8 +509,7 @@ def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
         best = np.argsort(logdet, kind="stable")[:n_best]
         return locs[best], covs[best]
 
-    with ThreadPoolExecutor(max_workers=max(1, min(k, os.cpu_count() or 1))) as ex:
-        pooled = list(ex.map(subset_best, range(k)))
+    pooled = thread_map(subset_best, range(k))
     pooled_l = [b[0] for b in pooled]
     pooled_c = [b[1] for b in pooled]
     merged = x[perm[:k * sub]]
