@@ -42,10 +42,10 @@ def _peak_rss_mib() -> float:
 
 def run_daskdepth(data: str, m: int, out: str, merge: bool = True) -> dict:
     import daskdepth
-    from daskdepth import _rows
+    from daskdepth.summary import rows
 
     if not merge:  # duplicates would have to remove more than all rows: never merged
-        _rows.MERGE_MIN_GAIN = 1.0
+        rows.MERGE_MIN_GAIN = 1.0
     x = np.load(data)["X"]
     # Warm the compiled kernels on a small input so compilation is not timed.
     daskdepth.AIIRW(n_directions=8, random_state=0).fit(x[:2000]).score_samples(x[:10])

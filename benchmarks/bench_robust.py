@@ -82,8 +82,8 @@ def ours(x: np.ndarray | da.Array, seed: int) -> np.ndarray:
 
 def ours_mcd_only(xd: da.Array, seed: int) -> np.ndarray:
     """The robust covariance step alone: one moments pass, then the distributed MCD."""
-    from daskdepth._graph import moments_pass
-    from daskdepth._robust import mcd
+    from daskdepth.covariance.mcd import mcd
+    from daskdepth.passes.moments import moments_pass
 
     mom = moments_pass(xd, seed=seed, sample_size=1024, token="bench")
     return mcd(xd, mom.n, mom.mean, mom.scatter, seed=seed, token="bench").covariance

@@ -13,9 +13,14 @@ from sklearn.covariance import OAS, LedoitWolf, MinCovDet
 from sklearn.metrics import roc_auc_score
 
 import daskdepth
-from daskdepth import _robust
-from daskdepth import _robust_kernels as R
-from daskdepth._covariance import resolve_covariance
+from daskdepth.covariance import mcd as mcd_module
+from daskdepth.covariance.estimate import resolve_covariance
+from daskdepth.covariance.mcd import DaskEvaluator, MCDResult, MemoryEvaluator, mcd
+from daskdepth.covariance.shrinkage import ledoit_wolf
+from daskdepth.kernels import whitening as whitening_module
+from daskdepth.kernels.moments import support_moments
+from daskdepth.kernels.shrinkage import ledoit_wolf_shrunk, oas_shrunk
+from daskdepth.kernels.whitening import _whiten_cholesky, whiten, whiten_batch
 
 # --------------------------------------------------------------------------- helpers
 
@@ -41,10 +46,10 @@ def moments(x: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
 
 
 def run_mcd(x: np.ndarray, chunks: int | tuple = 500, seed: int = 0,
-            **kw) -> _robust.MCDResult:
+            **kw) -> MCDResult:
     n, mean, scatter = moments(x)
     arr = da.from_array(x, chunks=(chunks, x.shape[1]))
-    return _robust.mcd(arr, n, mean, scatter, seed=seed, token=TOKEN, **kw)
+    return mcd(arr, n, mean, scatter, seed=seed, token=TOKEN, **kw)
 
 
 def mahalanobis(x: np.ndarray, loc: np.ndarray, cov: np.ndarray) -> np.ndarray:
@@ -52,14 +57,14 @@ def mahalanobis(x: np.ndarray, loc: np.ndarray, cov: np.ndarray) -> np.ndarray:
     return np.einsum("ij,jk,ik->i", xc, np.linalg.pinv(cov), xc)
 
 
-def raw_support(x: np.ndarray, res: _robust.MCDResult) -> np.ndarray:
+def raw_support(x: np.ndarray, res: MCDResult) -> np.ndarray:
     d2 = mahalanobis(x, res.raw_location, res.raw_covariance)
     out = np.zeros(x.shape[0], dtype=bool)
     out[np.argsort(d2, kind="stable")[:res.n_support]] = True
     return out
 
 
-def reweighted_support(x: np.ndarray, res: _robust.MCDResult) -> np.ndarray:
+def reweighted_support(x: np.ndarray, res: MCDResult) -> np.ndarray:
     return mahalanobis(x, res.raw_location, res.raw_covariance) < res.raw_threshold
 
 
@@ -184,7 +189,7 @@ def _params(x: np.ndarray, shift: float = 0.0):
     basis = vecs[:, ::-1]
     z = (x - mean) @ basis
     loc = np.median(z, axis=0) + shift
-    w, _ = R.whiten(np.cov(z.T) * 0.8)
+    w, _ = whiten(np.cov(z.T) * 0.8)
     return n, mean, basis, z, loc, w
 
 
@@ -204,15 +209,15 @@ def test_distributed_selection_is_exact(data, mode, monkeypatch):
     n, mean, basis, z, loc, w = _params(x)
     h = 1400
     if mode == "overflow":
-        monkeypatch.setattr(_robust, "COLLECT_MIN_ROWS", 4)
-        monkeypatch.setattr(_robust, "COLLECT_BYTES", 4 * 8 * 4)
+        monkeypatch.setattr(mcd_module, "COLLECT_MIN_ROWS", 4)
+        monkeypatch.setattr(mcd_module, "COLLECT_BYTES", 4 * 8 * 4)
     sample = z[::25]
     if mode == "miss":
         sample = 0.1 * sample  # distances far too small: the bracket misses
-    ev = _robust.DaskEvaluator(da.from_array(x, chunks=(333, 3)), mean, basis, basis, sample,
+    ev = DaskEvaluator(da.from_array(x, chunks=(333, 3)), mean, basis, basis, sample,
                                n, "t")
     sup, rw = ev(loc, w, h, 7.5)
-    ref_sup, ref_rw = _robust.MemoryEvaluator(z)(loc, w, h, 7.5)
+    ref_sup, ref_rw = MemoryEvaluator(z)(loc, w, h, 7.5)
     assert sup[0] == pytest.approx(h)
     np.testing.assert_allclose(sup[1], ref_sup[1], rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(sup[2], ref_sup[2], rtol=1e-9, atol=1e-8)
@@ -228,7 +233,7 @@ def test_tied_threshold_shares_weight():
     x = np.repeat(np.arange(10.0), 10)[:, None] * np.ones((1, 2))
     x[:, 1] = np.tile(np.arange(10.0), 10)
     d2 = np.repeat(np.arange(10.0), 10)
-    m, t = R.support_moments(x, d2, 35)
+    m, t = support_moments(x, d2, 35)
     assert t == 3.0 and m[0] == pytest.approx(35.0)
     # Rows 30..39 share the last 5 units of weight: same mean as any 5 of them
     # when they are identical in the first coordinate.
@@ -252,8 +257,8 @@ def test_mcd_is_independent_of_chunking_and_deterministic():
 
 
 def test_public_api_chunking_invariance(monkeypatch):
-    monkeypatch.setattr(_robust, "MCD_SAMPLE_ROWS", 700)
-    monkeypatch.setattr(_robust, "MCD_SAMPLE_MIN", 100)
+    monkeypatch.setattr(mcd_module, "MCD_SAMPLE_ROWS", 700)
+    monkeypatch.setattr(mcd_module, "MCD_SAMPLE_MIN", 100)
     x = planted(4000, 3, 0.1, seed=4)
     fits = [daskdepth.AIIRW(covariance="mcd", random_state=5).fit(
         da.from_array(x, chunks=(c, 3))) for c in (4000, 512, 999)]
@@ -286,7 +291,7 @@ def test_graph_keys_are_named(monkeypatch):
     with Keys():
         run_mcd(x, chunks=500, sample_size=500)
         n, mean, scatter = moments(x)
-        _robust.ledoit_wolf(da.from_array(x, chunks=(500, 3)), n, mean, scatter, token=TOKEN)
+        ledoit_wolf(da.from_array(x, chunks=(500, 3)), n, mean, scatter, token=TOKEN)
     assert {"daskdepth-subsample", "daskdepth-cstep", "daskdepth-shrinkage"} <= names
 
 
@@ -338,9 +343,9 @@ def test_shrinkage_coefficients_match_sklearn():
     n, mean, scatter = moments(x)
     xc = x - mean
     fourth = float(np.sum(np.einsum("ij,ij->i", xc, xc) ** 2))
-    assert R.ledoit_wolf(n, scatter, fourth)[1] == pytest.approx(
+    assert ledoit_wolf_shrunk(n, scatter, fourth)[1] == pytest.approx(
         ledoit_wolf_shrinkage(xc, assume_centered=True), rel=1e-10)
-    assert R.oas(n, scatter)[1] == pytest.approx(sk_oas(x)[1], rel=1e-10)
+    assert oas_shrunk(n, scatter)[1] == pytest.approx(sk_oas(x)[1], rel=1e-10)
 
 
 # --------------------------------------------------------------------------- errors
@@ -391,7 +396,7 @@ def test_rank_deficient_data():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(500, 3))
     x = np.column_stack([x, x[:, 0] + x[:, 1], np.full(500, 2.0)])
-    with pytest.warns(daskdepth.RankWarning):
+    with pytest.warns(daskdepth.CovarianceRankWarning):
         model = daskdepth.AIIRW(covariance="mcd", random_state=0).fit(x)
     assert model.covariance_rank_ == 3
     assert np.allclose(model.covariance_[4], 0) and model.location_[4] == pytest.approx(2.0)
@@ -411,9 +416,9 @@ def test_cholesky_whitening_matches_eigh_and_falls_back_when_singular(monkeypatc
     a = rng.normal(size=(6, 5, 5))
     covs = a @ np.swapaxes(a, 1, 2) + 0.1 * np.eye(5)
     covs *= rng.uniform(0.01, 100, size=(6, 1, 1))
-    w_fast, logdet_fast = R.whiten_batch(covs)
-    monkeypatch.setattr(R, "_whiten_cholesky", lambda *args: None)
-    w_eig, logdet_eig = R.whiten_batch(covs)
+    w_fast, logdet_fast = whiten_batch(covs)
+    monkeypatch.setattr(whitening_module, "_whiten_cholesky", lambda *args: None)
+    w_eig, logdet_eig = whiten_batch(covs)
     x = rng.normal(size=(50, 5))
     # Same Mahalanobis distances and log-determinants; only the rotation differs.
     for k in range(covs.shape[0]):
@@ -427,6 +432,6 @@ def test_cholesky_whitening_matches_eigh_and_falls_back_when_singular(monkeypatc
     # A singular matrix in the stack: Cholesky declines, eigh drops its null space.
     sing = covs.copy()
     sing[3] = np.outer(np.arange(1.0, 6.0), np.arange(1.0, 6.0))  # rank one
-    assert R._whiten_cholesky(sing, np.ones((6, 5), bool), np.ones((6, 5))) is None
-    _, logdet = R.whiten_batch(sing)
+    assert _whiten_cholesky(sing, np.ones((6, 5), bool), np.ones((6, 5))) is None
+    _, logdet = whiten_batch(sing)
     assert logdet[3] == -np.inf and np.isfinite(logdet[0])

@@ -19,7 +19,7 @@ from sklearn.pipeline import make_pipeline
 from sklearn.preprocessing import StandardScaler
 
 import daskdepth
-from daskdepth._summary import DepthSummary
+from daskdepth.summary.depth import DepthSummary
 
 
 def _summary_rows(html: str) -> dict[str, str]:

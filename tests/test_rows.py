@@ -11,8 +11,10 @@ from hypothesis import strategies as st
 from hypothesis.extra.numpy import arrays
 
 import daskdepth
-from daskdepth import _graph, _rows, _summary
-from daskdepth import _kernels as K
+from daskdepth.kernels.rows import morton_codes
+from daskdepth.passes import leaves as leaf_passes
+from daskdepth.summary import depth as depth_summary
+from daskdepth.summary.rows import MERGE_MIN_GAIN, prepare_rows
 
 
 @settings(max_examples=60, deadline=None)
@@ -20,7 +22,7 @@ from daskdepth import _kernels as K
               elements=st.sampled_from([0.0, 1.0, -2.5, 3.0, np.nan, np.inf])))
 def test_prepare_rows_maps_every_row_to_an_equal_distinct_row(x):
     loc = np.full(x.shape[1], 0.5)
-    rows = _rows.prepare_rows(x, loc)
+    rows = prepare_rows(x, loc)
     finite = np.isfinite(x).all(axis=1)
     assert rows.weight[rows.valid].sum() == finite.sum()
     if rows.inverse is None:  # nothing worth merging: the chunk itself
@@ -30,16 +32,16 @@ def test_prepare_rows_maps_every_row_to_an_equal_distinct_row(x):
         assert np.array_equal(rows.inverse >= 0, finite)
         np.testing.assert_array_equal(rows.x[rows.inverse[finite]], x[finite] - loc)
         assert np.unique(rows.x, axis=0).shape[0] == rows.x.shape[0]
-        assert rows.x.shape[0] <= (1 - _rows.MERGE_MIN_GAIN) * finite.sum()
+        assert rows.x.shape[0] <= (1 - MERGE_MIN_GAIN) * finite.sum()
     depth = np.arange(rows.x.shape[0], dtype=np.float64)
     out = rows.expand(depth)
     assert np.isnan(out[~finite]).all() and not np.isnan(out[finite]).any()
 
 
 def _fit_and_score(x, monkeypatch, merge):
-    prepare = functools.partial(_rows.prepare_rows, merge=merge, order=merge)
-    monkeypatch.setattr(_graph, "prepare_rows", prepare)
-    monkeypatch.setattr(_summary, "prepare_rows", prepare)
+    prepare = functools.partial(prepare_rows, merge=merge, order=merge)
+    monkeypatch.setattr(leaf_passes, "prepare_rows", prepare)
+    monkeypatch.setattr(depth_summary, "prepare_rows", prepare)
     model = daskdepth.AIIRW(n_directions=24, random_state=3, nan_policy="omit", tol=1e-3)
     model.fit(chunked(x, 17_000))
     return model, np.asarray(model.score_samples(x))
@@ -52,11 +54,11 @@ def test_rows_in_z_order_map_back_to_their_rows():
     loc = np.array([3.0, -1.0, 0.5])
     finite = np.isfinite(x).all(axis=1)
     for merge in (True, False):
-        rows = _rows.prepare_rows(x, loc, merge=merge)
+        rows = prepare_rows(x, loc, merge=merge)
         assert rows.valid.all() and rows.weight.sum() == finite.sum()
         np.testing.assert_array_equal(rows.x[rows.inverse[finite]], x[finite] - loc)
         assert (rows.inverse[~finite] == -1).all()
-        codes = K.morton_codes(rows.x, rows.valid, 63 // 3)
+        codes = morton_codes(rows.x, rows.valid, 63 // 3)
         assert (np.diff(codes.astype(np.float64)) >= 0).all()
         # Z-order keeps neighbours close: consecutive rows are much nearer than at random.
         step = np.abs(np.diff(rows.x, axis=0)).sum(axis=1).mean()
@@ -76,4 +78,4 @@ def test_merging_duplicates_changes_no_bit(monkeypatch):
     np.testing.assert_array_equal(d1, d2)
     assert merged.error_bound_ == plain.error_bound_
     for a, b in zip(merged.summary_.blocks, plain.summary_.blocks, strict=True):
-        np.testing.assert_array_equal(a.bounds, b.bounds)
+        np.testing.assert_array_equal(a.cuts, b.cuts)

@@ -10,24 +10,25 @@ from hypothesis import strategies as st
 from oracle import exact_depth_of_model
 
 import daskdepth
-from daskdepth import _fit
-from daskdepth import _kernels as K
-from daskdepth._summary import BlockSummary, LeafStats
+from daskdepth.fitting.summaries import leaf_cap, refine_plan
+from daskdepth.kernels.leaves import plan_cuts
+from daskdepth.kernels.routing import count_block
+from daskdepth.summary.leaves import BlockLeaves, LeafCounts
 
 
-def _block(keys_per_dir: list[np.ndarray]) -> BlockSummary:
-    bptr = np.concatenate([[0], np.cumsum([k.size for k in keys_per_dir])])
-    bounds = np.concatenate(keys_per_dir) if keys_per_dir else np.zeros(0)
-    return BlockSummary.build(0, len(keys_per_dir), bptr, bounds)
+def _block(keys_per_dir: list[np.ndarray]) -> BlockLeaves:
+    cptr = np.concatenate([[0], np.cumsum([k.size for k in keys_per_dir])])
+    cuts = np.concatenate(keys_per_dir) if keys_per_dir else np.zeros(0)
+    return BlockLeaves.build(0, len(keys_per_dir), cptr, cuts)
 
 
-def _leaves(block: BlockSummary, values: np.ndarray) -> np.ndarray:
+def _leaves(block: BlockLeaves, values: np.ndarray) -> np.ndarray:
     """Leaf (local index) of each value on direction 0, via the counting kernel."""
     out = np.empty(values.size, dtype=np.int64)
     v = np.ones((block.mb, 1))
     for i, p in enumerate(values):
-        stats = LeafStats.empty(block.n_leaves, block.mb)
-        K.count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
+        stats = LeafCounts.empty(block.n_leaves, block.mb)
+        count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
                       np.ones(1), *block._route_args(), stats.counts, stats.ext)
         out[i] = int(np.flatnonzero(stats.counts[: block.lptr[1]])[0])
         assert stats.ext[0, 0] == stats.ext[0, 1] == min(max(p, -1.7976931348623157e308),
@@ -61,7 +62,7 @@ def test_plan_cuts_gives_heavy_atoms_a_leaf_of_their_own():
     # Sampled values: an atom at 0.5 (10 copies) between distinct values.
     values = np.sort(np.concatenate([np.linspace(0, 1, 21), np.full(10, 0.5)]))
     nodes = np.zeros(values.size, dtype=np.int64)
-    sl, nch, keys, cnt = K.plan_cuts(nodes, values, np.zeros(0), 1.0, 4.0,
+    sl, nch, keys, cnt = plan_cuts(nodes, values, np.zeros(0), 1.0, 4.0,
                                      np.array([-np.inf]), np.array([np.inf]))
     assert sl.tolist() == [0]
     assert 0.5 in keys and np.nextafter(0.5, np.inf) in keys
@@ -74,7 +75,7 @@ def test_plan_cuts_gives_heavy_atoms_a_leaf_of_their_own():
     assert np.all(np.delete(cnt, atom) <= 4)
     # The same plan from the distinct values weighted by their multiplicities.
     distinct, mult = np.unique(values, return_counts=True)
-    again = K.plan_cuts(np.zeros(distinct.size, dtype=np.int64), distinct,
+    again = plan_cuts(np.zeros(distinct.size, dtype=np.int64), distinct,
                         mult.astype(np.float64), 1.0, 4.0, np.array([-np.inf]),
                         np.array([np.inf]))
     np.testing.assert_array_equal(again[2], keys)
@@ -96,7 +97,7 @@ def test_error_bound_is_mean_of_each_directions_worst_leaf():
     assert err.max() <= model.error_bound_ + 1e-12
 
 
-def _finished(errs: list[float], n: int, cap: int) -> BlockSummary:
+def _finished(errs: list[float], n: int, cap: int) -> BlockLeaves:
     """A finished block whose direction j has a worst leaf of error ``errs[j]``."""
     block = _block([np.array([0.5])] * len(errs))
     counts = np.zeros(block.n_leaves)
@@ -105,22 +106,22 @@ def _finished(errs: list[float], n: int, cap: int) -> BlockSummary:
         counts[2 * j + 1] = cap // 2      # a light one
     # Infinite extremes: no keys are added, the leaves stay as given.
     ext = np.tile([-np.inf, np.inf], (len(errs), 1))
-    return block.finished(LeafStats(counts, ext))
+    return block.finished(LeafCounts(counts, ext))
 
 
 def test_refine_plan_splits_only_the_directions_needed():
     n, tol = 100_000, 1e-3
-    cap = _fit.leaf_cap(n, tol)
+    cap = leaf_cap(n, tol)
     ok = cap / (2 * n)
     # Four directions at the limit, one at 3x: the mean is over tol, and
     # splitting the worst direction alone brings it back.
     trees = [_finished([ok, ok, 3 * ok], n, cap), _finished([ok, ok], n, cap)]
-    wanted = _fit.refine_plan(trees, n, tol)
+    wanted = refine_plan(trees, n, tol)
     assert wanted[0].tolist() == [False, False, False, False, True, False]
     assert not wanted[1].any()
     # Nothing to do when the mean already meets tol.
     trees = [_finished([ok / 2, ok / 2, 1.4 * ok], n, cap)]
-    assert not _fit.refine_plan(trees, n, tol)[0].any()
+    assert not refine_plan(trees, n, tol)[0].any()
 
 
 def test_points_with_overflowing_projections_score_zero():
@@ -181,12 +182,12 @@ def test_finish_leaves_matches_a_plain_implementation(data, cap):
         counts.append(c)
         ext.append((keys[0] - 1.5 if keys.size else -1.0, keys[-1] + 0.5 if keys.size else 1.0))
     block = _block(per_dir)
-    stats = LeafStats(np.concatenate(counts), np.asarray(ext))
+    stats = LeafCounts(np.concatenate(counts), np.asarray(ext))
     out = block.finished(stats, cap)
     for jj, (keys, c) in enumerate(zip(per_dir, counts, strict=True)):
         rk, rc, rl, rw = _finish_reference(keys, c, *ext[jj], cap)
         leaves = slice(out.lptr[jj], out.lptr[jj + 1])
-        np.testing.assert_array_equal(out.bounds[out.bptr[jj]:out.bptr[jj + 1]], rk)
+        np.testing.assert_array_equal(out.cuts[out.cptr[jj]:out.cptr[jj + 1]], rk)
         np.testing.assert_array_equal(out.counts[leaves], rc)
         np.testing.assert_array_equal(out.lut[leaves], rl)
         assert out.worst[jj] == rw

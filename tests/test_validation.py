@@ -240,37 +240,61 @@ def test_score_before_fit(x):
 # --------------------------------------------------------------------------- parameters
 
 
+ND = r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\) or None"
+ND_BOOL = r"'n_directions' parameter of \w+ must be a number, not a bool"
+TOL = r"'tol' parameter of \w+ must be a float in the range \[0\.0, 0\.5\)"
+NAN = r"'nan_policy' parameter of \w+ must be a str among \{'(raise|omit)', '(raise|omit)'\}"
+CONT = r"'contamination' parameter of \w+ must be a float in the range \(0\.0, 0\.5\]"
+
+
 @pytest.mark.parametrize("params,pattern", [
-    ({"n_directions": 0}, r"n_directions must be a positive integer.*got 0"),
-    ({"n_directions": -3}, r"n_directions must be a positive integer"),
-    ({"n_directions": 2.5}, r"n_directions must be a positive integer.*2\.5"),
-    ({"n_directions": True}, r"n_directions must be a positive integer"),
-    ({"tol": -1}, r"tol must be a number in \[0, 0\.5\).*got -1"),
-    ({"tol": 0.7}, r"tol must be a number in \[0, 0\.5\).*got 0\.7"),
-    ({"tol": "small"}, r"tol must be a number"),
-    ({"nan_policy": "bad"}, r"nan_policy must be one of \('raise', 'omit'\).*'bad'"),
-    ({"contamination": 0.7}, r"contamination must be a number in \(0, 0\.5\].*0\.7"),
-    ({"contamination": 0}, r"contamination must be a number in \(0, 0\.5\]"),
+    ({"n_directions": 0}, ND + r"\. Got 0 instead; None means 100 x n_features"),
+    ({"n_directions": -3}, ND + r"\. Got -3 instead"),
+    ({"n_directions": 2.5}, ND + r"\. Got 2\.5 instead"),
+    ({"n_directions": True}, ND_BOOL + r"\. Got True instead"),
+    ({"tol": -1}, TOL + r"\. Got -1 instead; tol=0 gives the exact depth"),
+    ({"tol": 0.7}, TOL + r"\. Got 0\.7 instead"),
+    ({"tol": "small"}, TOL + r"\. Got 'small' instead"),
+    ({"tol": False}, r"'tol' parameter of \w+ must be a number, not a bool"),
+    ({"nan_policy": "bad"}, NAN + r"\. Got 'bad' instead; 'raise' rejects rows"),
+    ({"contamination": 0.7}, CONT + r"\. Got 0\.7 instead; pass the expected share"),
+    ({"contamination": 0}, CONT + r"\. Got 0 instead"),
+    ({"contamination": "auto"}, CONT + r"\. Got 'auto' instead; .*'auto' .* has no meaning"),
+    ({"random_state": "seed"}, r"'random_state' parameter .* Got 'seed' instead; pass an int"),
 ])
 @pytest.mark.parametrize("cls", MODELS)
 def test_invalid_parameters(x, cls, params, pattern):
     with pytest.raises(ValueError, match=pattern):
         cls(**params).fit(x)
+    with pytest.raises(ValueError, match=pattern):
+        cls(**params).fit_predict(x)
 
 
 @pytest.mark.parametrize("params,pattern", [
-    ({"depth": "foo"}, r"depth must be 'ai-irw' or 'irw', got 'foo'"),
-    ({"n_directions": 0}, r"n_directions must be a positive integer"),
-    ({"tol": 0.7}, r"tol must be a number in \[0, 0\.5\)"),
-    ({"nan_policy": "bad"}, r"nan_policy must be one of"),
+    ({"depth": "foo"}, r"'depth' parameter .* Got 'foo' instead; depth must be 'ai-irw' or 'irw'"),
+    ({"n_directions": 0}, ND),
+    ({"tol": 0.7}, TOL),
+    ({"nan_policy": "bad"}, NAN),
+    ({"depth": "irw", "covariance": "mcd"},
+     r"covariance='mcd' does not apply to depth='irw' .* use depth='ai-irw'"),
+    ({"depth": "irw", "support_fraction": 0.8},
+     r"support_fraction=0\.8 does not apply to depth='irw'"),
 ])
 def test_invalid_score_parameters(x, params, pattern):
     with pytest.raises(ValueError, match=pattern):
         daskdepth.score(x, **params)
 
 
+def test_irw_takes_the_one_call_defaults(x):
+    # The defaults of score() apply to AI-IRW only and are not an error for IRW.
+    np.testing.assert_array_equal(
+        daskdepth.score(x, depth="irw", covariance="sample", support_fraction=None,
+                        n_directions=20, random_state=0),
+        daskdepth.IRW(n_directions=20, random_state=0).fit(x).score_samples(x))
+
+
 @pytest.mark.parametrize("cov,pattern", [
-    ("foo", r"covariance must be .*'sample'.* or a \(d, d\) array, got 'foo'"),
+    ("foo", r"covariance must be .*'sample'.* or a \(d, d\) array"),
     (np.eye(2), r"shape \(3, 3\) to match the 3 features, got \(2, 2\)"),
     (np.array([[1.0, 0.5, 0], [0, 1, 0], [0, 0, 1]]), r"finite and symmetric"),
     (np.diag([1.0, np.nan, 1.0]), r"finite and symmetric"),

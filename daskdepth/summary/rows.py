@@ -13,18 +13,22 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _kernels as K
+from ..kernels.rows import distinct_rows, morton_codes
 
 #: Duplicates are merged only when that removes at least this fraction of a
 #: chunk's finite rows; otherwise gathering the distinct rows costs more than
 #: it saves.  Finding them costs about 30 ns per row of 3 features, against
 #: several nanoseconds per row and direction for routing.
 MERGE_MIN_GAIN = 0.1
-#: Rows are put in Z-order (:func:`daskdepth._kernels.morton_codes`) when each
+
+
+#: Rows are put in Z-order (:func:`daskdepth.kernels.rows.morton_codes`) when each
 #: feature gets at least 4 bits of the 63-bit code and the chunk is big enough
 #: to matter: neighbouring rows then share the routing tables' cache lines
 #: (measured on Http: histogram and scoring passes about 10% faster).
 ORDER_MAX_D = 15
+
+
 ORDER_MIN_ROWS = 4096
 
 
@@ -86,7 +90,7 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
     n_valid = int(np.count_nonzero(valid))
     pick = weight = inverse = None
     if merge and n_valid > 1:
-        first, inv, counts = K.distinct_rows(xc.view(np.uint64), valid)
+        first, inv, counts = distinct_rows(xc.view(np.uint64), valid)
         if first.size <= (1.0 - MERGE_MIN_GAIN) * n_valid:
             pick, weight, inverse = first, counts, inv
     if order and d <= ORDER_MAX_D and n_valid >= ORDER_MIN_ROWS:
@@ -95,7 +99,7 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
             weight = np.ones(pick.size)
             inverse = np.full(n_rows, -1, dtype=np.int64)
             inverse[pick] = np.arange(pick.size)
-        codes = K.morton_codes(xc[pick], np.ones(pick.size, dtype=bool), 63 // d)
+        codes = morton_codes(xc[pick], np.ones(pick.size, dtype=bool), 63 // d)
         perm = np.argsort(codes)
         rank = np.empty_like(perm)
         rank[perm] = np.arange(perm.size)

@@ -1,4 +1,4 @@
-"""Random projection directions, drawn on the client from ``random_state``."""
+"""Random projection directions, drawn on the client from ``random_state`` (NumPy)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from ._estimators import AIIRW, IRW
-from ._validation import check_params
+from .registry import make_estimator
 
 
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
@@ -22,8 +21,8 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
         Reference sample defining the depth; ``None`` scores ``X`` against itself.
     depth : {'ai-irw', 'irw'}, default='ai-irw'
     n_directions, covariance, tol, random_state, nan_policy, support_fraction
-        As for :class:`daskdepth.AIIRW` (``covariance`` and ``support_fraction``
-        are ignored for IRW).
+        As for :class:`daskdepth.AIIRW`; ``covariance`` and ``support_fraction``
+        apply to AI-IRW only (IRW refuses values other than the defaults).
 
     Returns
     -------
@@ -40,13 +39,8 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     >>> d.shape, bool(d.argmax() != d.argmin())
     ((1000,), True)
     """
-    check_params(n_directions=n_directions, tol=tol, nan_policy=nan_policy, depth=depth)
-    if depth == "ai-irw":
-        model: AIIRW | IRW = AIIRW(n_directions=n_directions, covariance=covariance, tol=tol,
-                                   random_state=random_state, nan_policy=nan_policy,
-                                   support_fraction=support_fraction)
-    else:
-        model = IRW(n_directions=n_directions, tol=tol, random_state=random_state,
-                    nan_policy=nan_policy)
+    model = make_estimator(depth, n_directions=n_directions, covariance=covariance, tol=tol,
+                           random_state=random_state, nan_policy=nan_policy,
+                           support_fraction=support_fraction)
     model.fit(X if reference is None else reference)
     return model.score_samples(X)

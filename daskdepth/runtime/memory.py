@@ -22,18 +22,30 @@ rows are chunked or directions are blocked.
 
 from __future__ import annotations
 
+import math
 import os
 from dataclasses import dataclass
 
-from ._summary import LUT32_MAX_ROWS
+from distributed.system import MEMORY_LIMIT
+
+from ..summary.leaves import LUT32_MAX_ROWS
+from .client import active_client
 
 #: Share of one worker thread's memory that the working set of one task may use.
 TASK_SHARE = 1 / 8
+
+
 #: Most directions per block (the block size of small, memory-rich tasks).
 MAX_DIRECTIONS_PER_BLOCK = 32
+
+
 #: Bytes of a task's working set per row, per feature and per direction (see above).
 BYTES_PER_ROW_FEATURE = 16
+
+
 BYTES_PER_ROW_DIRECTION = 16
+
+
 BYTES_PER_ROW = 16
 
 
@@ -56,13 +68,7 @@ class WorkerMemory:
 
 def _local_memory() -> WorkerMemory:
     """The machine's memory (cgroup-aware) shared by the local threaded scheduler."""
-    try:
-        from distributed.system import MEMORY_LIMIT
-
-        limit = int(MEMORY_LIMIT)
-    except ImportError:  # pragma: no cover - distributed is a dependency
-        limit = 4 * 2**30
-    return WorkerMemory(limit, os.cpu_count() or 1)
+    return WorkerMemory(int(MEMORY_LIMIT), os.cpu_count() or 1)
 
 
 def worker_memory() -> WorkerMemory:
@@ -78,8 +84,6 @@ def worker_memory() -> WorkerMemory:
     >>> mem.task_budget > 0 and mem.nthreads >= 1
     True
     """
-    from ._graph import active_client
-
     local = _local_memory()
     client = active_client()
     if client is None:
@@ -135,16 +139,16 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
     return int(min(MAX_DIRECTIONS_PER_BLOCK, max(1, free // BYTES_PER_ROW_DIRECTION)))
 
 
-class SummaryMemoryWarning(UserWarning):
-    """The fitted depth summary takes a large share of a worker's memory."""
-
-
 #: Bytes per leaf of a fitted summary: its padded key, its count, its tabulated
 #: score and its share of the guide grid, with counts and scores in float32 up
 #: to 2**23 rows (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4),
 #: float64 above.
 BYTES_PER_LEAF = 24
+
+
 BYTES_PER_LEAF_LARGE_N = 32
+
+
 #: Share of a worker's memory limit above which the summary size is reported.
 SUMMARY_SHARE = 1 / 4
 
@@ -185,3 +189,29 @@ def summary_memory_message(m: int, n: int, tol: float,
             f"{size / 2**20:,.0f} MiB on every worker, more than a quarter of the workers' "
             f"memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise "
             "tol, lower n_directions, or give the workers more memory")
+
+
+#: Largest row chunk made from in-memory input (smaller when the workers' memory
+#: limit asks for it, see :func:`row_chunk`).
+CHUNK_BYTES = 32 * 2**20
+
+
+#: Fewest rows per chunk of in-memory input when there are enough rows for one
+#: chunk per core (see :func:`row_chunk`).
+MIN_CHUNK_ROWS = 16384
+
+
+def row_chunk(n: int, d: int) -> int:
+    """Rows per chunk of in-memory input.
+
+    A quarter of the rows per core, but at least :data:`MIN_CHUNK_ROWS` (or
+    one chunk per core for fewer rows): each scoring task looks its rows up in
+    every direction's summary, which is only cheap when many rows share the
+    summary's cache lines.  At most ``CHUNK_BYTES`` of input, and at most what
+    one task may hold given the memory limit of the workers
+    (:func:`rows_per_chunk`).
+    """
+    cores = os.cpu_count() or 1
+    by_bytes = max(1, min(CHUNK_BYTES // (8 * max(d, 1)), rows_per_chunk(max(d, 1))))
+    by_cores = max(math.ceil(n / (4 * cores)), min(math.ceil(n / cores), MIN_CHUNK_ROWS))
+    return max(1, min(n, by_bytes, by_cores))

@@ -1,6 +1,6 @@
-"""Mergeable per-direction summaries of reference projections (NumPy only).
+"""Mergeable leaf summaries of one block of directions (NumPy only).
 
-A :class:`BlockSummary` summarises the projections of the reference rows on a
+A :class:`BlockLeaves` summarises the projections of the reference rows on a
 block of consecutive directions as sorted leaf keys with the exact number of
 rows in each leaf.  A leaf ``[a, nextafter(a))`` holds the single value ``a``
 (an atom) and is exact; any other leaf of ``c`` rows puts a point inside it at
@@ -13,31 +13,52 @@ bit-identical results.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from . import _kernels as K
-from ._rows import Rows, prepare_rows
+from ..kernels.leaves import finish_leaves, plan_cuts
+from ..kernels.routing import (
+    PAD,
+    PROJECT_MAX_D,
+    collect_block,
+    count_block,
+    guide_table,
+    leaf_atoms,
+    pad_keys,
+    project,
+    score_block,
+    unpad_keys,
+)
+from .rows import Rows
 
 #: Guide grid cells per direction: four per key (measured: fewer leave several
 #: keys per cell on clustered data and the search runs longer), within limits.
 GUIDE_PER_KEY = 4
+
+
 GUIDE_MIN = 256
+
+
 GUIDE_MAX = 1 << 18
+
+
 #: Up to this many reference rows, leaf counts and tabulated scores (multiples
 #: of 1/2 up to n / 2) are exact in float32, which halves the bytes scoring
 #: reads per leaf.
 LUT32_MAX_ROWS = 2**23
+
+
 #: The guide grid spans the keys between these ranks (as fractions), widened by
 #: :data:`GUIDE_MARGIN` on each side; keys outside share the two end cells.
 GUIDE_QUANTILE = 0.001
+
+
 GUIDE_MARGIN = 0.05
 
 
 @dataclass
-class LeafStats:
+class LeafCounts:
     """Rows per leaf (``counts``) and each direction's extreme values (``ext``).
 
     ``ext[jj]`` is ``(min, max)`` of direction ``jj``'s projections.  Counts are
@@ -48,14 +69,14 @@ class LeafStats:
     ext: np.ndarray
 
     @classmethod
-    def empty(cls, n_leaves: int, mb: int) -> LeafStats:
+    def empty(cls, n_leaves: int, mb: int) -> LeafCounts:
         ext = np.empty((mb, 2))
         ext[:, 0] = np.inf
         ext[:, 1] = -np.inf
         return cls(np.zeros(n_leaves), ext)
 
     @classmethod
-    def merged(cls, parts: list[LeafStats]) -> LeafStats:
+    def merged(cls, parts: list[LeafCounts]) -> LeafCounts:
         """Statistics of the union of the parts' rows."""
         counts = parts[0].counts.copy()
         ext = parts[0].ext.copy()
@@ -66,10 +87,10 @@ class LeafStats:
         return cls(counts, ext)
 
 
-def _guide(bptr: np.ndarray, kptr: np.ndarray,
+def _guide(cptr: np.ndarray, kptr: np.ndarray,
            keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
     """Guide grid size, origin and scale of each direction, from its (padded) keys."""
-    nk = np.diff(bptr)
+    nk = np.diff(cptr)
     mb = nk.size
     g = int(min(GUIDE_MAX, max(GUIDE_MIN, GUIDE_PER_KEY * int(nk.max(initial=0)))))
     lo = np.zeros(mb)
@@ -90,23 +111,23 @@ def _guide(bptr: np.ndarray, kptr: np.ndarray,
 
 
 @dataclass
-class BlockSummary:
+class BlockLeaves:
     """Leaf keys and, once fitted, leaf counts for the directions ``j0 .. j1 - 1``.
 
-    Direction ``jj`` (local index) has the sorted interior keys
-    ``bounds[bptr[jj]:bptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
-    (one more than keys), stored as ``keys``, with ``PAD`` sentinels after each
-    direction.  ``keys``, ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing
-    structure of :func:`daskdepth._kernels.route_tile`.  Once fitted,
-    ``counts`` holds the rows of each leaf, ``ext`` each direction's smallest
-    and largest value, ``lut`` the estimated ``min(L, G)`` of any point in
-    each leaf (:meth:`finished`), which is all that scoring reads, and
-    ``worst`` each direction's largest leaf that is not an atom.
+    Direction ``jj`` (local index) has the sorted cut points (interior leaf
+    keys) ``cuts[cptr[jj]:cptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
+    (one more than cuts); they are stored padded, as ``keys``, with ``PAD``
+    sentinels after each direction (:func:`daskdepth.kernels.routing.pad_keys`).
+    ``keys``, ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing structure
+    of :func:`daskdepth.kernels.routing.route_tile`.  Once fitted, ``counts`` holds
+    the rows of each leaf, ``ext`` each direction's smallest and largest value, ``lut``
+    the estimated ``min(L, G)`` of any point in each leaf (:meth:`finished`), which is
+    all that scoring reads, and ``worst`` each direction's largest leaf that is not an atom.
     """
 
     j0: int
     j1: int
-    bptr: np.ndarray
+    cptr: np.ndarray
     g: int
     g_lo: np.ndarray
     g_scale: np.ndarray
@@ -123,7 +144,7 @@ class BlockSummary:
 
     @property
     def lptr(self) -> np.ndarray:
-        return self.bptr + np.arange(self.mb + 1)
+        return self.cptr + np.arange(self.mb + 1)
 
     @property
     def leaf_dir(self) -> np.ndarray:
@@ -132,85 +153,85 @@ class BlockSummary:
 
     @property
     def kptr(self) -> np.ndarray:
-        return self.bptr + K.PAD * np.arange(self.mb + 1)
+        return self.cptr + PAD * np.arange(self.mb + 1)
 
     @property
-    def bounds(self) -> np.ndarray:
-        """The interior keys of all directions, without the padding (a new array)."""
-        return K.unpad_keys(self.bptr, self.keys)
+    def cuts(self) -> np.ndarray:
+        """The cut points of all directions, without the padding (a new array)."""
+        return unpad_keys(self.cptr, self.keys)
 
     @property
     def n_leaves(self) -> int:
-        return int(self.bptr[-1]) + self.mb
+        return int(self.cptr[-1]) + self.mb
 
     @property
     def atoms(self) -> np.ndarray:
         """Leaves ``[a, nextafter(a))``, which hold the single value ``a``."""
-        return K.leaf_atoms(self.bptr, self.bounds)
+        return leaf_atoms(self.cptr, self.cuts)
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.g_lo, self.g_scale, self.bptr, self.keys, self.table, self.counts,
+        arrays = [self.g_lo, self.g_scale, self.cptr, self.keys, self.table, self.counts,
                   self.ext, self.lut]
         return sum(a.nbytes for a in arrays if a is not None)
 
     # ---------------------------------------------------------------- construction
 
     @classmethod
-    def build(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
+    def build(cls, j0: int, j1: int, cptr: np.ndarray, cuts: np.ndarray) -> BlockLeaves:
         """Summary with the given keys and the routing structure sized to them."""
-        bptr = np.ascontiguousarray(bptr, dtype=np.int64)
-        keys = K.pad_keys(bptr, np.ascontiguousarray(bounds, dtype=np.float64))
-        return cls.from_keys(j0, j1, bptr, keys)
+        cptr = np.ascontiguousarray(cptr, dtype=np.int64)
+        keys = pad_keys(cptr, np.ascontiguousarray(cuts, dtype=np.float64))
+        return cls.from_keys(j0, j1, cptr, keys)
 
     @classmethod
-    def from_keys(cls, j0: int, j1: int, bptr: np.ndarray, keys: np.ndarray) -> BlockSummary:
-        """Summary with the given padded keys (:func:`daskdepth._kernels.pad_keys`)."""
+    def from_keys(cls, j0: int, j1: int, cptr: np.ndarray, keys: np.ndarray) -> BlockLeaves:
+        """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
-        kptr = bptr + K.PAD * np.arange(mb + 1)
-        g, lo, scale = _guide(bptr, kptr, keys)
+        kptr = cptr + PAD * np.arange(mb + 1)
+        g, lo, scale = _guide(cptr, kptr, keys)
         # uint16 when every direction has fewer than 65536 keys: half the cache
         # footprint of int32.
-        small = bptr[-1] == 0 or np.diff(bptr).max() < 2**16
+        small = cptr[-1] == 0 or np.diff(cptr).max() < 2**16
         table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
-        K.guide_table(lo, scale, g, kptr, keys, table)
-        return cls(j0, j1, bptr, g, lo, scale, keys, table)
+        guide_table(lo, scale, g, kptr, keys, table)
+        return cls(j0, j1, cptr, g, lo, scale, keys, table)
 
     @classmethod
-    def planned(cls, j0: int, j1: int, bptr: np.ndarray, bounds: np.ndarray) -> BlockSummary:
+    def planned(cls, j0: int, j1: int, cptr: np.ndarray, cuts: np.ndarray) -> BlockLeaves:
         """Keys without a routing structure: only to be :meth:`finished`, which builds one."""
-        bptr = np.ascontiguousarray(bptr, dtype=np.int64)
-        keys = K.pad_keys(bptr, np.ascontiguousarray(bounds, dtype=np.float64))
+        cptr = np.ascontiguousarray(cptr, dtype=np.int64)
+        keys = pad_keys(cptr, np.ascontiguousarray(cuts, dtype=np.float64))
         empty = np.zeros(0)
-        return cls(j0, j1, bptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
+        return cls(j0, j1, cptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
 
     def _route_args(self) -> tuple:
         return (self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table, self.lptr)
 
     # ---------------------------------------------------------------- passes
 
-    def accumulate(self, rows: Rows, v: np.ndarray, stats: LeafStats) -> LeafStats:
-        """Add the (weighted) rows to ``stats`` (in place) and return it."""
-        K.count_block(*_operands(rows.x, v), rows.valid, rows.weight, *self._route_args(),
-                      stats.counts, stats.ext)
-        return stats
+    def accumulate(self, rows: Rows, v: np.ndarray, into: LeafCounts) -> LeafCounts:
+        """Add the (weighted) rows to ``into`` (in place) and return it."""
+        count_block(*_operands(rows.x, v), rows.valid, rows.weight, *self._route_args(),
+                      into.counts, into.ext)
+        return into
 
     def collect(self, rows: Rows, v: np.ndarray, wanted: np.ndarray,
                 expected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(leaf, projection, weight) of every row and direction in a wanted leaf."""
         dirs = np.logical_or.reduceat(wanted, self.lptr[:-1])  # every direction has a leaf
-        return K.collect_block(*_operands(rows.x, v), rows.valid, rows.weight,
+        return collect_block(*_operands(rows.x, v), rows.valid, rows.weight,
                                *self._route_args(), wanted, dirs, int(expected))
 
-    def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, n: int,
+    def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    out: np.ndarray) -> None:
-        """Add ``n * depth`` contributions of this block's directions to ``out``."""
+        """Add this block's directions' ``min(L, G)`` (tabulated, in rows) to ``out``."""
         assert self.lut is not None
-        K.score_block(*_operands(xc, v), valid, *self._route_args(), self.lut, out)
+        score_block(*_operands(xc, v), valid, *self._route_args(), self.lut, out)
 
     # ---------------------------------------------------------------- edits
 
-    def finished(self, stats: LeafStats, cap: float | None = None) -> BlockSummary:
+    def finished(self, leaf_counts: LeafCounts, cap: float | None = None) -> BlockLeaves:
         """Finish with exact leaf statistics: the summary that scores points.
 
         With ``cap``, runs of adjacent leaves holding at most ``cap`` rows
@@ -226,19 +247,19 @@ class BlockSummary:
         """
         # float32 counts and scores are exact up to LUT32_MAX_ROWS rows (halves of
         # integers below 2**24), and halve the summary's largest arrays.
-        n = stats.counts[:self.lptr[1]].sum(dtype=np.float64) if stats.counts.size else 0
+        rows = leaf_counts.counts
+        n = rows[:self.lptr[1]].sum(dtype=np.float64) if rows.size else 0
         like = np.empty(0, dtype=np.float32 if n <= LUT32_MAX_ROWS else np.float64)
-        bptr, keys, counts, lut, worst = K.finish_leaves(
-            self.bptr, self.keys, stats.counts, stats.ext, -1.0 if cap is None else float(cap),
-            like)
-        out = BlockSummary.from_keys(self.j0, self.j1, bptr, keys)
-        return replace(out, counts=counts, ext=stats.ext, lut=lut, worst=worst)
+        cptr, keys, counts, lut, worst = finish_leaves(
+            self.cptr, self.keys, rows, leaf_counts.ext, -1.0 if cap is None else float(cap), like)
+        out = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
+        return replace(out, counts=counts, ext=leaf_counts.ext, lut=lut, worst=worst)
 
     @property
-    def stats(self) -> LeafStats:
-        """The leaf statistics of a finished summary."""
+    def leaf_counts(self) -> LeafCounts:
+        """The leaf counts and extremes of finished leaves."""
         assert self.counts is not None and self.ext is not None
-        return LeafStats(self.counts, self.ext)
+        return LeafCounts(self.counts, self.ext)
 
     def loose_leaves(self, cap: float) -> np.ndarray:
         """Leaves of a finished summary holding more than ``cap`` rows, atoms apart."""
@@ -247,8 +268,8 @@ class BlockSummary:
 
     def split(self, leaves: np.ndarray, values: np.ndarray, *, target: float,
               weights: np.ndarray | None = None, scale: float = 1.0,
-              stats: LeafStats | None = None,
-              presorted: bool = False) -> tuple[BlockSummary, LeafStats | None]:
+              leaf_counts: LeafCounts | None = None,
+              presorted: bool = False) -> tuple[BlockLeaves, LeafCounts | None]:
         """Split leaves at keys chosen from the values that fall in them.
 
         ``leaves``/``values`` list the values of each leaf to split
@@ -256,7 +277,7 @@ class BlockSummary:
         ``weights`` rows (default one) of ``scale`` rows of the data each;
         children hold at most ``target`` such rows unless they are atoms.  New
         keys fall strictly inside their leaf, so other leaves keep their rows.
-        With ``stats`` (all the leaves' values, ``scale == 1``) the new leaves'
+        With ``leaf_counts`` (all the leaves' values, ``scale == 1``) the new leaves'
         statistics are exact and returned with the others'.
         """
         if weights is None:
@@ -268,7 +289,7 @@ class BlockSummary:
                 weights = weights[order]
         mb = self.mb
         lptr = self.lptr
-        old_bounds = self.bounds
+        old_cuts = self.cuts
         n_old = int(lptr[-1])
         leaf_dir = self.leaf_dir
         # Leaf k of direction jj spans [bound k-1, bound k), -inf / +inf at the ends.
@@ -277,25 +298,25 @@ class BlockSummary:
         inner = np.arange(n_old) - lptr[leaf_dir]  # local leaf index
         has_lo = inner > 0
         has_hi = inner < np.diff(lptr)[leaf_dir] - 1
-        bidx = self.bptr[leaf_dir] + inner
-        lower[has_lo] = old_bounds[bidx[has_lo] - 1]
-        upper[has_hi] = old_bounds[bidx[has_hi]]
-        sl, nch, new_bounds, ch_count = K.plan_cuts(
+        bidx = self.cptr[leaf_dir] + inner
+        lower[has_lo] = old_cuts[bidx[has_lo] - 1]
+        upper[has_hi] = old_cuts[bidx[has_hi]]
+        sl, nch, new_cuts, ch_count = plan_cuts(
             leaves, values, np.ascontiguousarray(weights, dtype=np.float64), float(scale),
             float(target), lower, upper)
         new_dirs = np.repeat(leaf_dir[sl], nch - 1)
-        if old_bounds.size == 0:
+        if old_cuts.size == 0:
             # Planned from scratch: the keys come out ordered by direction, then value.
-            bounds = new_bounds
+            cuts = new_cuts
             all_dirs = new_dirs
         else:
-            all_bounds = np.concatenate([old_bounds, new_bounds])
-            all_dirs = np.concatenate([np.repeat(np.arange(mb), np.diff(self.bptr)), new_dirs])
-            order = np.lexsort((all_bounds, all_dirs))
-            bounds = all_bounds[order]
-        bptr = np.concatenate([[0], np.cumsum(np.bincount(all_dirs, minlength=mb))])
-        out = BlockSummary.build(self.j0, self.j1, bptr, bounds)
-        if stats is None:
+            all_cuts = np.concatenate([old_cuts, new_cuts])
+            all_dirs = np.concatenate([np.repeat(np.arange(mb), np.diff(self.cptr)), new_dirs])
+            order = np.lexsort((all_cuts, all_dirs))
+            cuts = all_cuts[order]
+        cptr = np.concatenate([[0], np.cumsum(np.bincount(all_dirs, minlength=mb))])
+        out = BlockLeaves.build(self.j0, self.j1, cptr, cuts)
+        if leaf_counts is None:
             return out, None
         # Old leaf k moves right by the children added before it in its direction.
         added = np.zeros(n_old, dtype=np.int64)
@@ -306,11 +327,11 @@ class BlockSummary:
         counts = np.zeros(out.n_leaves)
         keep = np.ones(n_old, dtype=bool)
         keep[sl] = False
-        counts[new_pos[keep]] = stats.counts[keep]
+        counts[new_pos[keep]] = leaf_counts.counts[keep]
         child_pos = (np.repeat(new_pos[sl], nch)
                      + np.arange(int(nch.sum())) - np.repeat(np.cumsum(nch) - nch, nch))
         counts[child_pos] = ch_count
-        return out, LeafStats(counts, stats.ext)
+        return out, LeafCounts(counts, leaf_counts.ext)
 
     def direction_errors(self, n: int) -> np.ndarray:
         """Certified bound, per direction, on |estimated - exact| depth contribution.
@@ -322,56 +343,15 @@ class BlockSummary:
         return self.worst / (2.0 * n)
 
 
-def mean_bound(errs: np.ndarray) -> float:
-    """Mean of per-direction bounds; it never exceeds the largest, so ``min`` drops rounding."""
-    return float(min(math.fsum(errs) / errs.size, errs.max())) if errs.size else 0.0
-
-
 def _operands(xc: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
     """``(X, V, P, direct)`` for the kernels: projections inline, or precomputed when wide.
 
-    Wide rows are projected beforehand by :func:`daskdepth._kernels.project`
+    Wide rows are projected beforehand by :func:`daskdepth.kernels.routing.project`
     (SIMD over rows) rather than inline, one dependent sum per value.  Not by
     BLAS: its last bits depend on the shapes (so a row's projection could
     differ from the key planned from it), and its threads would compete with
     the scheduler's.
     """
-    if xc.shape[1] <= K.PROJECT_MAX_D:
+    if xc.shape[1] <= PROJECT_MAX_D:
         return xc, v, np.empty((0, 0)), False
-    return xc, v, K.project(xc, v), True
-
-
-@dataclass
-class DepthSummary:
-    """Everything needed to score points: centring, directions and block summaries."""
-
-    location: np.ndarray
-    directions: np.ndarray
-    blocks: list[BlockSummary]
-    n: int
-
-    @property
-    def nbytes(self) -> int:
-        return self.directions.nbytes + sum(b.nbytes for b in self.blocks)
-
-    def error_bound(self) -> float:
-        """Certified bound on |estimated - exact| depth, for every point.
-
-        The depth averages the directions' contributions, so the bound is the
-        mean over directions of each direction's worst leaf.
-        """
-        return mean_bound(np.concatenate([b.direction_errors(self.n) for b in self.blocks]
-                                         or [np.zeros(0)]))
-
-    def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
-        """Depth of the rows of ``x`` (NaN where ``valid`` is False).
-
-        Duplicate rows are scored once (:func:`daskdepth._rows.prepare_rows`).
-        """
-        rows = prepare_rows(x, self.location, valid)
-        out = np.zeros(rows.x.shape[0])
-        for b in self.blocks:
-            b.score_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]), rows.valid,
-                         self.n, out)
-        out /= self.n * self.directions.shape[0]
-        return rows.expand(out)
+    return xc, v, project(xc, v), True

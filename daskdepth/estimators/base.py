@@ -1,4 +1,4 @@
-"""scikit-learn style outlier detectors built on AI-IRW and IRW depth."""
+"""The scikit-learn outlier-detector base class shared by the depth estimators."""
 
 from __future__ import annotations
 
@@ -7,17 +7,25 @@ from typing import Any
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
-from sklearn.base import BaseEstimator, OutlierMixin
+from sklearn.base import BaseEstimator, OutlierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ._fit import SAMPLE_SIZE, fit_depth
-from ._graph import score_array
-from ._kernels import row_uniforms
-from ._validation import Input, as_input, check_params
+from ..fitting.fit import SAMPLE_SIZE, fit_depth
+from ..kernels.hashing import keyed_sample
+from ..passes.scoring import score_array
+from .inputs import Input, as_input
+
+try:  # TEMP-RESTRUCTURE
+    from ..storage.modelformat import save_model
+except ImportError:  # TEMP-RESTRUCTURE
+    pass
+from .params import check_param
 
 
-class _DepthDetector(OutlierMixin, BaseEstimator):
+class DepthDetector(OutlierMixin, BaseEstimator):
+    """Base class of the depth outlier detectors: fit, scoring, labels, saving, display."""
+
     _depth_kind = "ai-irw"
 
     # ---------------------------------------------------------------- fitting
@@ -25,9 +33,13 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
     def _covariance_spec(self) -> object:
         return "sample"
 
+    def _validate_params(self) -> None:
+        # Run by scikit-learn's _fit_context: each of the subclass's _parameter_constraints,
+        # with the hint of what to pass instead.
+        for name in self._parameter_constraints:
+            check_param(name, getattr(self, name), type(self).__name__)
+
     def _fit(self, X: Any) -> Input:
-        check_params(n_directions=self.n_directions, tol=self.tol, nan_policy=self.nan_policy,
-                     contamination=self.contamination)
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)
         rng = check_random_state(self.random_state)
         fitted = fit_depth(data.array, depth=self._depth_kind, n_directions=self.n_directions,
@@ -51,7 +63,8 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
         self._fit_token = fitted.token
         return data
 
-    def fit(self, X: Any, y: Any = None) -> _DepthDetector:
+    @_fit_context(prefer_skip_nested_validation=True)
+    def fit(self, X: Any, y: Any = None) -> DepthDetector:
         """Fit the depth on the reference rows ``X``.
 
         Parameters
@@ -115,6 +128,7 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
         data = self._check_input(X)
         return data.wrap(_labels(self._score(data) - self.offset_), name="label")
 
+    @_fit_context(prefer_skip_nested_validation=True)
     def fit_predict(self, X: Any, y: Any = None) -> Any:
         """Fit on ``X`` and label its rows, scoring the training rows only once.
 
@@ -130,7 +144,7 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
             out = da.from_array(values, chunks=depth.chunks)
         else:
             out = depth.persist()
-            sample = out.map_blocks(_sample_rows, SAMPLE_SIZE / max(1, out.shape[0]),
+            sample = out.map_blocks(_offset_sample, SAMPLE_SIZE / max(1, out.shape[0]),
                                     dtype=np.float64, chunks=((np.nan,) * out.numblocks[0],))
             self.offset_ = float(np.nanpercentile(sample.compute(), 100 * self.contamination))
         return data.wrap(_labels(out - self.offset_), name="label")
@@ -161,8 +175,6 @@ class _DepthDetector(OutlierMixin, BaseEstimator):
         >>> bool((daskdepth.load(path).score_samples(X) == model.score_samples(X)).all())
         True
         """
-        from ._persistence import save_model
-
         return save_model(self, path, overwrite=overwrite)
 
     # ---------------------------------------------------------------- display
@@ -231,11 +243,16 @@ def _labels(decision: da.Array) -> da.Array:
     return da.where(da.isnan(decision), 0, da.where(decision >= 0, 1, -1)).astype(np.int64)
 
 
-def _sample_rows(block: np.ndarray, p: float, block_info: dict | None = None) -> np.ndarray:
+#: Seed of the keyed row sample of the training depths that sets ``offset_`` in
+#: :meth:`DepthDetector.fit_predict` (fixed: it depends on nothing the user sets).
+OFFSET_SEED = 0x5EED
+
+
+def _offset_sample(block: np.ndarray, p: float, block_info: dict | None = None) -> np.ndarray:
     if p >= 1:
         return block
     start = block_info[0]["array-location"][0][0] if block_info else 0
-    return block[row_uniforms(start, block.shape[0], 0x5EED) < p]
+    return block[keyed_sample(start, block.shape[0], OFFSET_SEED, p)]
 
 
 _PARAMS_DOC = """
@@ -288,95 +305,3 @@ _PARAMS_DOC = """
     summary_ : DepthSummary
         The merged per-direction summaries used for scoring.
 """
-
-
-class AIIRW(_DepthDetector):
-    __doc__ = (
-        """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
-
-    The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
-    uniform on the sphere and ``W W^T = Sigma^{-1}``, the smaller of the shares
-    of reference points on either side of ``x`` along ``v_j``.  Low depth means
-    outlying.  Works on NumPy, dask and xarray input; large inputs are fitted in
-    a few chunked passes and scored with one ``map_blocks``.
-"""
-        + _PARAMS_DOC.format(
-            cov="""    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
-(n_features, n_features), default='sample'
-        Covariance estimate that defines the whitening.  'mcd' is the reweighted
-        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
-        ``MinCovDet``; its robust location also becomes ``location_``), computed
-        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
-        and 'oas' are shrinkage estimates.  A singular covariance is handled in
-        its principal subspace (with a warning).
-    support_fraction : float in (0, 1] or None, default=None
-        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
-        means ``(n + d + 1) / 2n``, as scikit-learn.
-""",
-            cov_attr=" that defines the whitening",
-        )
-        + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import daskdepth
-    >>> X = np.random.default_rng(0).normal(size=(500, 3))
-    >>> model = daskdepth.AIIRW(random_state=0).fit(X)
-    >>> depth = model.score_samples(np.array([[0.0, 0.0, 0.0], [6.0, 6.0, 6.0]]))
-    >>> bool(depth[0] > 0.4 and depth[1] < 0.05)
-    True
-    >>> model.predict(np.array([[6.0, 6.0, 6.0]]))
-    array([-1])
-"""
-    )
-
-    _depth_kind = "ai-irw"
-
-    def __init__(self, n_directions: int | None = None, covariance: object = "sample",
-                 tol: float = 1e-4, contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise", support_fraction: float | None = None) -> None:
-        self.n_directions = n_directions
-        self.covariance = covariance
-        self.tol = tol
-        self.contamination = contamination
-        self.random_state = random_state
-        self.nan_policy = nan_policy
-        self.support_fraction = support_fraction
-
-    def _covariance_spec(self) -> object:
-        from ._robust import check_support_fraction, covariance_spec
-
-        return covariance_spec(self.covariance, check_support_fraction(self.support_fraction))
-
-
-class IRW(_DepthDetector):
-    __doc__ = (
-        """Integrated rank-weighted (IRW) depth outlier detector.
-
-    Like :class:`AIIRW` with directions uniform on the sphere of the input
-    space (no whitening): cheaper, but not affine invariant, so features should
-    be on comparable scales.
-"""
-        + _PARAMS_DOC.format(cov="", cov_attr=" (informative; IRW does not whiten)")
-        + """
-    Examples
-    --------
-    >>> import numpy as np
-    >>> import daskdepth
-    >>> X = np.random.default_rng(0).normal(size=(500, 3))
-    >>> depth = daskdepth.IRW(random_state=0).fit(X).score_samples(X)
-    >>> depth.shape, bool(0 <= depth.min() and depth.max() <= 0.5)
-    ((500,), True)
-"""
-    )
-
-    _depth_kind = "irw"
-
-    def __init__(self, n_directions: int | None = None, tol: float = 1e-4,
-                 contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise") -> None:
-        self.n_directions = n_directions
-        self.tol = tol
-        self.contamination = contamination
-        self.random_state = random_state
-        self.nan_policy = nan_policy

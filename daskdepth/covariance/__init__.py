@@ -1,0 +1,1 @@
+"""Layer 5: covariance estimators (sample, shrinkage, MCD), each owned once."""

@@ -1,0 +1,414 @@
+"""Distributed Minimum Covariance Determinant (MCD): FastMCD on a sample, C-steps over all rows."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from numbers import Real
+from typing import Any, NamedTuple
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.delayed import delayed
+from threadpoolctl import threadpool_limits
+
+from ..kernels.fastmcd import (
+    MAX_CSTEPS,
+    REWEIGHT_QUANTILE,
+    consistency_factor,
+    fast_mcd_candidates,
+    reweight_threshold,
+    thread_map,
+)
+from ..kernels.hashing import keyed_sample
+from ..kernels.moments import Moments, moments_of, support_moments
+from ..kernels.selection import (
+    SelectPart,
+    predict_bracket,
+    refine_edges,
+    resolve,
+    select_chunk,
+    select_merge,
+)
+from ..kernels.whitening import principal_subspace, sample_covariance, whiten
+from ..runtime.client import phase
+from ..runtime.graph import reduce_chunks, row_blocks, tree_reduce
+from ..runtime.keys import key_name
+
+#: Most rows of the in-memory FastMCD sample.
+MCD_SAMPLE_ROWS = 1 << 16
+
+
+#: Budget (rows x features^2) of the in-memory sample, so that wide data get
+#: a smaller sample and the in-memory C-steps stay cheap.
+MCD_SAMPLE_WORK = 1 << 26
+
+
+#: Least rows of the sample (unless the data have fewer).
+MCD_SAMPLE_MIN = 1500
+
+
+#: Bytes of rows near the selection threshold that a pass may collect in all
+#: (but at least ``COLLECT_MIN_ROWS`` rows).
+COLLECT_BYTES = 64 * 2**20
+
+
+COLLECT_MIN_ROWS = 1024
+
+
+#: Histogram refinement passes after which selection gives up (never reached
+#: in practice: each refinement narrows the bracket 128-fold).
+MAX_REFINE = 64
+
+
+#: Relative change of the log-determinant below which a C-step counts as no decrease.
+DET_RTOL = 1e-12
+
+
+#: Mixed into the seed so that the MCD sample differs from the depth sample.
+_STREAM = 0x4D4344
+
+
+@dataclass
+class MCDResult:
+    """Robust location and covariance, with the raw estimate they came from.
+
+    ``location``/``covariance`` are the reweighted estimates (what AI-IRW
+    whitens with), ``raw_location``/``raw_covariance`` the raw MCD of the ``h``
+    most central rows (uncorrected, as scikit-learn's ``raw_covariance_``) and
+    ``raw_factor`` its consistency factor.  ``raw_threshold`` is the squared
+    raw distance below which rows are kept by the reweighting (a row of
+    scikit-learn's ``support_`` is one with raw distance below it).
+    """
+
+    location: np.ndarray
+    covariance: np.ndarray
+    raw_location: np.ndarray
+    raw_covariance: np.ndarray
+    n_support: int
+    raw_factor: float
+    raw_threshold: float
+    logdet: float
+    n_passes: int = 0
+    in_memory: bool = True
+
+
+def support_size(n: int, p: int, support_fraction: float | None) -> int:
+    """Rows ``h`` of the raw MCD support, as scikit-learn's ``fast_mcd``."""
+    if support_fraction is None:
+        return min(int(np.ceil(0.5 * (n + p + 1))), n)
+    h = int(support_fraction * n)
+    if h < min(n, p + 1):
+        raise ValueError(
+            f"support_fraction={support_fraction!r} keeps {h} of the {n} rows, fewer than "
+            f"n_features + 1 = {p + 1}, so their covariance is singular; use a larger "
+            "support_fraction, or None for (n + d + 1) / 2n"
+        )
+    return h
+
+
+def _subsample_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return x[np.isfinite(x).all(axis=1) & keyed_sample(row_start, x.shape[0], seed, p)]
+
+
+def _concat(*parts: np.ndarray) -> np.ndarray:
+    return np.concatenate(parts)
+
+
+def _add(*parts: float) -> float:
+    return float(sum(parts))
+
+
+def subsample(x: da.Array, *, seed: int, size: int, token: str) -> np.ndarray:
+    """Finite rows drawn with probability ``size / n_rows``, keyed on the global row index."""
+    p = min(1.0, size / max(1, x.shape[0]))
+    blocks, starts = row_blocks(x)
+    sample = reduce_chunks(blocks, _subsample_chunk, _concat,
+                           key=(key_name("subsample", token),),
+                           merge_key=key_name("merge", token, "subsample"), args=(seed, p),
+                           starts=starts)
+    with phase("mcd-subsample"):
+        (out,) = dask.compute(sample)
+    return out
+
+
+def mcd_sample_size(n_total: int, p: int) -> int:
+    """Rows of the in-memory FastMCD sample for ``p`` features."""
+    return int(min(MCD_SAMPLE_ROWS, max(MCD_SAMPLE_MIN, MCD_SAMPLE_WORK // max(1, p * p))))
+
+
+#: ``evaluate(loc, w, h, rw_thr)`` -> (moments of the ``h`` rows of smallest
+#: distance or None, moments of the rows with distance < rw_thr or None), in
+#: the coordinates of the principal subspace.
+Evaluator = Callable[[np.ndarray, np.ndarray, "int | None", "float | None"],
+                     "tuple[Moments | None, Moments | None]"]
+
+
+class MemoryEvaluator:
+    """Distances and support moments of rows held in memory."""
+
+    def __init__(self, z: np.ndarray) -> None:
+        self.z = z
+        self.passes = 0
+
+    def __call__(self, loc: np.ndarray, w: np.ndarray, h: int | None,
+                 rw_thr: float | None) -> tuple[Moments | None, Moments | None]:
+        zc = (self.z - loc) @ w
+        d2 = np.einsum("ij,ij->i", zc, zc)
+        sup = support_moments(self.z, d2, h)[0] if h is not None else None
+        rw = moments_of(self.z, d2 < rw_thr) if rw_thr is not None else None
+        return sup, rw
+
+
+class DaskEvaluator:
+    """Distances and exact support moments over all rows of a dask array, pass by pass.
+
+    Works in the coordinates ``z = (x - mean) @ basis`` of the principal
+    subspace of the data (``x = mean + back @ z`` there); the passes run on
+    ``x`` with the parameters mapped back, and moments are mapped into ``z``.
+    """
+
+    def __init__(self, x: da.Array, mean: np.ndarray, basis: np.ndarray, back: np.ndarray,
+                 sample_z: np.ndarray, n: int, token: str) -> None:
+        self.x = x
+        self.mean = mean
+        self.basis = basis
+        self.back = back
+        self.sample_z = sample_z
+        self.n = n
+        self.token = token
+        self.passes = 0
+        self.refines = 0
+        d = x.shape[1]
+        self.budget = max(COLLECT_MIN_ROWS, COLLECT_BYTES // (8 * (d + 1)))
+        self.blocks, _ = row_blocks(x)
+        self.rows = np.asarray(x.chunks[0], dtype=np.int64)
+
+    def _to_z(self, m: Moments | None) -> Moments | None:
+        if m is None:
+            return None
+        return Moments(m.count, (m.mean - self.mean) @ self.basis,
+                       self.basis.T @ m.scatter @ self.basis)
+
+    def _pass(self, loc_x: np.ndarray, w_x: np.ndarray, bracket: tuple | None,
+              edges: np.ndarray | None, caps: np.ndarray, rw_thr: float | None,
+              verb: str) -> SelectPart:
+        k = self.passes
+        name = key_name(verb, self.token)
+        parts = [
+            delayed(select_chunk, pure=True)(b, loc_x, w_x, bracket, edges, int(c), rw_thr,
+                                               dask_key_name=(name, k, i))
+            for i, (b, c) in enumerate(zip(self.blocks, caps, strict=True))
+        ]
+        out = tree_reduce(parts, select_merge, key_name("merge", self.token, verb, k))
+        with phase(verb):
+            (res,) = dask.compute(out)
+        self.passes += 1
+        return res
+
+    def __call__(self, loc: np.ndarray, w: np.ndarray, h: int | None,
+                 rw_thr: float | None) -> tuple[Moments | None, Moments | None]:
+        loc_x = self.mean + self.back @ loc
+        w_x = np.ascontiguousarray(self.basis @ w)
+        if h is None:
+            part = self._pass(loc_x, w_x, None, None, np.zeros(len(self.blocks)), rw_thr,
+                              "reweight")
+            return None, self._to_z(part.reweight)
+        zc = (self.sample_z - loc) @ w
+        sample_d2 = np.sort(np.einsum("ij,ij->i", zc, zc))
+        bracket, edges = predict_bracket(sample_d2, h, self.n)
+        caps = np.ceil(self.budget * self.rows / max(1, self.rows.sum())).astype(np.int64)
+        rw = None
+        for _ in range(MAX_REFINE):
+            part = self._pass(loc_x, w_x, bracket, edges, caps, rw_thr, "cstep")
+            if rw_thr is not None:
+                rw, rw_thr = part.reweight, None
+            res = resolve(part, h, bracket)
+            if res.support is not None:
+                return self._to_z(res.support), self._to_z(rw)
+            self.refines += 1
+            bracket = res.bracket
+            edges = refine_edges(bracket)
+            if res.count <= self.budget:
+                caps = np.full(len(self.blocks), res.count, dtype=np.int64)
+        raise RuntimeError(  # pragma: no cover - each refinement narrows 128-fold
+            "daskdepth internal error: the exact selection of the MCD support did not "
+            "converge; please report this with the input's shape and chunks"
+        )
+
+
+@dataclass
+class Concentrated:
+    loc: np.ndarray
+    cov: np.ndarray
+    logdet: float
+    reweight: Moments | None
+    steps: int
+
+
+class Estimate(NamedTuple):
+    """Location and covariance of a support, its whitening and log-determinant."""
+
+    loc: np.ndarray
+    cov: np.ndarray
+    w: np.ndarray
+    logdet: float
+
+
+def _estimate(m: Moments) -> Estimate:
+    cov = m.scatter / m.count
+    w, logdet = whiten(cov)
+    return Estimate(m.mean, (cov + cov.T) / 2, w, logdet)
+
+
+def concentrate(evaluate: Evaluator, h: int, loc: np.ndarray, cov: np.ndarray,
+                rw_thr: float | None, max_steps: int = MAX_CSTEPS) -> Concentrated:
+    """C-steps from ``(loc, cov)`` until the determinant stops decreasing.
+
+    Follows scikit-learn's ``_c_step``: the support of the start gives the
+    first estimate; iterate while the log-determinant decreases; on an
+    increase keep the previous estimate.  The estimate kept is the last one
+    whose distances were evaluated over all rows (at a fixed point, the same
+    support), so that the reweighting moments come from the same pass; an
+    exact fit (singular covariance) or the iteration limit cost one more
+    evaluation for them.
+    """
+    w0, _ = whiten(cov)
+    sup, _ = evaluate(loc, w0, h, None)
+    cur = _estimate(sup)
+    evaluated: tuple[Estimate, Moments | None] | None = None
+    prev_det = np.inf
+    steps = 0
+    while _decreased(cur.logdet, prev_det) and steps < max_steps and np.isfinite(cur.logdet):
+        sup, rw = evaluate(cur.loc, cur.w, h, rw_thr)
+        evaluated = (cur, rw)
+        prev_det = cur.logdet
+        cur = _estimate(sup)
+        steps += 1
+    if evaluated is not None and not _decreased(cur.logdet, prev_det):
+        last, rw = evaluated
+        return Concentrated(last.loc, last.cov, last.logdet, rw, steps)
+    rw = evaluate(cur.loc, cur.w, None, rw_thr)[1] if rw_thr is not None else None
+    return Concentrated(cur.loc, cur.cov, cur.logdet, rw, steps)
+
+
+def _decreased(det: float, previous: float) -> bool:
+    """``det < previous`` beyond rounding: the moments of one support computed in two
+    different passes (other brackets, other sums) agree only to a few ulps."""
+    if not np.isfinite(previous):
+        return det < previous
+    return det < previous - DET_RTOL * max(1.0, abs(previous))
+
+
+def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int, token: str,
+        support_fraction: float | None = None, sample_size: int | None = None) -> MCDResult:
+    """Reweighted Minimum Covariance Determinant of the finite rows of ``x``.
+
+    Parameters
+    ----------
+    x : dask array (n_rows, d) with one column chunk
+        Rows with NaN or inf are skipped.
+    n, mean, scatter
+        Count, mean and centred scatter of the finite rows (one moments pass).
+    seed : int
+        Seeds the row sample and the random starts.
+    token : str
+        Suffix of the graph keys.
+    support_fraction : float in (0, 1] or None
+        Share of rows in the raw support; None means ``(n + d + 1) / 2n``.
+    sample_size : int, optional
+        Rows of the in-memory sample (default :func:`mcd_sample_size`); when the
+        data have no more finite rows than this, everything runs in memory.
+
+    Returns
+    -------
+    MCDResult
+    """
+    frac = check_support_fraction(support_fraction)
+    d = mean.shape[0]
+    subspace = principal_subspace(sample_covariance(n, scatter))
+    if subspace is None:
+        zero = np.zeros((d, d))
+        return MCDResult(mean, zero, mean, zero, n, 1.0, 0.0, -np.inf)
+    basis, back = subspace
+    p = basis.shape[1]
+    h = support_size(n, p, frac)
+    raw_factor = consistency_factor(p, h / n)
+    rw_thr = reweight_threshold(p, raw_factor)
+    size = max(sample_size if sample_size is not None else mcd_sample_size(n, p), 20 * (p + 1))
+    z = (subsample(x, seed=seed ^ _STREAM, size=size, token=token) - mean) @ basis
+    in_memory = z.shape[0] == n
+    # Small matrices, and chunk tasks that already run in parallel: BLAS threads
+    # only add synchronisation (and spin badly when the cores are shared).
+    with threadpool_limits(limits=1, user_api="blas"):
+        best = _best_on_sample(z, h, n, rw_thr, np.random.default_rng([seed, _STREAM]))
+        passes = 1
+        if not in_memory:
+            ev = DaskEvaluator(x, mean, basis, back, z, n, token)
+            best = concentrate(ev, h, best.loc, best.cov, rw_thr)
+            passes += ev.passes
+    if h < n and not np.any(best.cov):
+        raise ValueError(
+            f"covariance='mcd': the {h} most central of the {n} rows are all identical, so "
+            "their covariance is zero; pass a larger support_fraction (more than the share "
+            "of repeated rows), or use covariance='sample' or 'ledoit-wolf'"
+        )
+    loc_z, cov_z = _reweighted(best, p, raw_factor)
+    to_x = lambda c: back @ c @ back.T  # noqa: E731
+    return MCDResult(
+        location=mean + back @ loc_z, covariance=_sym(to_x(cov_z)),
+        raw_location=mean + back @ best.loc, raw_covariance=_sym(to_x(best.cov)),
+        n_support=h, raw_factor=raw_factor, raw_threshold=rw_thr, logdet=best.logdet,
+        n_passes=passes, in_memory=in_memory,
+    )
+
+
+def _best_on_sample(z: np.ndarray, h: int, n: int, rw_thr: float,
+                    rng: np.random.Generator) -> Concentrated:
+    """FastMCD on the in-memory sample ``z`` of the ``n`` rows: the best concentrated start.
+
+    When the sample is all the rows, its C-steps also give the reweighting
+    moments; otherwise the support size is scaled to the sample, and the
+    caller concentrates the winner over all rows.
+    """
+    in_memory = z.shape[0] == n
+    p = z.shape[1]
+    h_s = h if in_memory else max(p + 1, min(z.shape[0], int(np.ceil(z.shape[0] * h / n))))
+    memory = MemoryEvaluator(z)
+    starts = fast_mcd_candidates(z, h_s, rng)
+    # Candidates are concentrated independently, on as many threads as cores
+    # (NumPy releases the GIL); the best is then picked in their order.
+    done = thread_map(lambda c: concentrate(memory, h_s, c.loc, c.cov,
+                                              rw_thr if in_memory else None), starts)
+    best = done[0]
+    for res in done[1:]:
+        if res.logdet < best.logdet:
+            best = res
+    return best
+
+
+def _reweighted(best: Concentrated, p: int, raw_factor: float) -> tuple[np.ndarray, np.ndarray]:
+    """Location and covariance of the rows kept by the reweighting, made consistent."""
+    rw = best.reweight
+    if rw is not None and rw.count > p:
+        return rw.mean, rw.scatter / rw.count * consistency_factor(p, REWEIGHT_QUANTILE)
+    # pragma: no cover - fewer kept rows than dimensions: keep the raw estimate
+    return best.loc, best.cov * raw_factor  # pragma: no cover
+
+
+def _sym(a: np.ndarray) -> np.ndarray:
+    return (a + a.T) / 2
+
+
+def check_support_fraction(value: Any) -> float | None:
+    """``support_fraction`` as a float in (0, 1], or None; raise otherwise."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, Real) or not (0 < value <= 1):
+        raise ValueError(
+            f"support_fraction must be a number in (0, 1] or None (then (n + d + 1) / 2n, "
+            f"as scikit-learn's MinCovDet), got {value!r}"
+        )
+    return float(value)

@@ -1,0 +1,62 @@
+"""Warnings and exceptions of daskdepth, and the wording of messages shared by several layers.
+
+This module imports nothing from the package, so every layer can raise these.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+#: How many offending row indices an error message lists.
+MAX_BAD_ROWS = 5
+
+
+class CovarianceRankWarning(UserWarning):
+    """The covariance is singular; AI-IRW depth is computed in its principal subspace."""
+
+
+class ToleranceWarning(UserWarning):
+    """The certified error bound could not be brought below ``tol``."""
+
+
+class SummaryMemoryWarning(UserWarning):
+    """The fitted depth summary takes a large share of a worker's memory."""
+
+
+class InputError(ValueError):
+    """The input store is missing, unreadable, or does not hold a usable 2-D array."""
+
+
+class OutputError(ValueError):
+    """The output path cannot be written under the safety rules."""
+
+
+class ModelFormatError(ValueError):
+    """A store is not a daskdepth model, is corrupted, or needs a newer daskdepth."""
+
+
+def describe_rows(rows: Sequence[int], total: int) -> str:
+    """``[17, 18, ...]``: the first :data:`MAX_BAD_ROWS` of ``total`` row indices.
+
+    Examples
+    --------
+    >>> describe_rows([3, 9], 2), describe_rows(range(10), 10)
+    ('[3, 9]', '[0, 1, 2, 3, 4, ...]')
+    """
+    shown = ", ".join(str(int(i)) for i in list(rows)[:MAX_BAD_ROWS])
+    more = ", ..." if total > MAX_BAD_ROWS else ""
+    return f"[{shown}{more}]"
+
+
+def nan_rows_message(count: int, first_rows: Sequence[int], what: str = "input",
+                     fix: str = "pass nan_policy='omit'") -> str:
+    """The one wording of "rows with NaN or inf", with the fix.
+
+    Examples
+    --------
+    >>> nan_rows_message(2, [17, 40])
+    "input has 2 rows with NaN or inf values (rows [17, 40]); drop them or pass nan_policy='omit'"
+    """
+    noun = "row" if count == 1 else "rows"
+    return (f"{what} has {count} {noun} with NaN or inf values (rows "
+            f"{describe_rows(first_rows, count)}); drop them or {fix}")

@@ -1,0 +1,81 @@
+"""Parameter constraints, declared once for the estimators, the one-call functions and the CLI.
+
+Constraints follow scikit-learn's ``_parameter_constraints`` (checked by
+``_fit_context`` when fitting); :func:`check_param` checks one value against the
+same declaration, so the CLI's argument types and :func:`daskdepth.score` say
+exactly what ``fit`` would.  Each message ends with a hint on what to pass.
+"""
+
+from __future__ import annotations
+
+from numbers import Integral, Real
+from typing import Any
+
+from sklearn.utils._param_validation import (
+    Interval,
+    InvalidParameterError,
+    StrOptions,
+    validate_parameter_constraints,
+)
+
+from ..covariance.estimate import COVARIANCE_METHODS
+from .inputs import NAN_POLICIES
+
+#: The depths this package computes, by the name ``depth=`` and ``--depth`` take.
+DEPTH_NAMES = ("ai-irw", "irw")
+
+#: Every parameter of the estimators and of :func:`daskdepth.score`, declared once.
+CONSTRAINTS: dict[str, list[Any]] = {
+    "n_directions": [Interval(Integral, 1, None, closed="left"), None],
+    "covariance": [StrOptions(set(COVARIANCE_METHODS)), "array-like"],
+    "support_fraction": [Interval(Real, 0, 1, closed="right"), None],
+    "tol": [Interval(Real, 0, 0.5, closed="left")],
+    "contamination": [Interval(Real, 0, 0.5, closed="right")],
+    "random_state": ["random_state"],
+    "nan_policy": [StrOptions(set(NAN_POLICIES))],
+    "depth": [StrOptions(set(DEPTH_NAMES))],
+}
+
+#: What to pass instead, appended to scikit-learn's message.
+HINTS = {
+    "random_state": "pass an int, a numpy RandomState or None",
+    "n_directions": "None means 100 x n_features, the paper's choice",
+    "covariance": ("covariance must be one of "
+                   + ", ".join(repr(m) for m in COVARIANCE_METHODS) + " or a (d, d) array"),
+    "support_fraction": ("support_fraction must be a number in (0, 1] or None (then "
+                         "(n + d + 1) / 2n, as scikit-learn's MinCovDet)"),
+    "tol": "tol=0 gives the exact depth; the default is 1e-4",
+    "contamination": ("pass the expected share of outliers, e.g. 0.01; 'auto' (scikit-learn's "
+                      "default for some detectors) has no meaning for a depth, whose offset is "
+                      "the contamination quantile of the training depths"),
+    "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
+    "depth": "depth must be 'ai-irw' or 'irw'",
+}
+
+
+#: Numeric parameters: ``True``/``False`` are numbers to Python, never a meaningful value here.
+NUMERIC = ("n_directions", "support_fraction", "tol", "contamination")
+
+
+def check_param(name: str, value: Any, caller: str = "daskdepth") -> None:
+    """Raise :class:`~sklearn.utils._param_validation.InvalidParameterError` unless valid.
+
+    ``InvalidParameterError`` is a ``ValueError`` (and a ``TypeError``).
+
+    Examples
+    --------
+    >>> check_param("tol", 1e-3)
+    >>> check_param("tol", -1)
+    Traceback (most recent call last):
+    ...
+    sklearn.utils._param_validation.InvalidParameterError: The 'tol' parameter of daskdepth \
+must be a float in the range [0.0, 0.5). Got -1 instead; tol=0 gives the exact depth; \
+the default is 1e-4
+    """
+    if name in NUMERIC and isinstance(value, bool):
+        raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a number, not a "
+                                    f"bool. Got {value!r} instead; {HINTS[name]}")
+    try:
+        validate_parameter_constraints({name: CONSTRAINTS[name]}, {name: value}, caller)
+    except InvalidParameterError as exc:
+        raise InvalidParameterError(f"{str(exc).rstrip('.')}; {HINTS[name]}") from None

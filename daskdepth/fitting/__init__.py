@@ -1,0 +1,1 @@
+"""Layer 6: fitting a depth: moments, covariance, directions, leaf summaries."""

@@ -1,0 +1,1 @@
+"""Layer 1: NumPy/Numba computations on in-memory arrays. Nothing here knows about Dask."""

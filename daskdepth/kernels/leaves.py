@@ -1,0 +1,261 @@
+"""Planning and finishing leaves: where to cut sorted values, and the tabulated scores."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+from .routing import PAD
+
+
+@kernel
+def _close_child(out_keys, ch_count, ne, nc, key, rows):
+    """Record the open child's rows and the key that ends it; returns the new cursors."""
+    out_keys[ne] = key
+    ch_count[nc] = rows
+    return ne + 1, nc + 1
+
+
+@kernel
+def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
+    """Greedy cut of the sorted values ``i .. j - 1`` of one node; see :func:`plan_cuts`."""
+    cur = 0.0
+    cnt = 0.0
+    k = i
+    while k < j:
+        a = values[k]
+        r = k + 1
+        while r < j and values[r] == a:
+            r += 1
+        rows = 0.0
+        for q in range(k, r):
+            rows += weights[q]
+        mass = rows * scale
+        heavy = mass > target
+        if (heavy or (cur > 0.0 and cur + mass > target)) and a > last and a < hi:
+            ne, nc = _close_child(out_keys, ch_count, ne, nc, a, cnt)  # the child below a
+            last = a
+            cur = 0.0
+            cnt = 0.0
+        cur += mass
+        cnt += rows
+        if heavy:
+            nxt = np.nextafter(a, np.inf)
+            if nxt < hi:  # the atom's child ends just above it
+                ne, nc = _close_child(out_keys, ch_count, ne, nc, nxt, cnt)
+                last = nxt
+                cur = 0.0
+                cnt = 0.0
+        k = r
+    ch_count[nc] = cnt
+    return ne, nc + 1
+
+
+@kernel
+def _cut_unit(values, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
+    """:func:`_cut_weighted` for values of one row each, skipping runs that surely fit.
+
+    In rows, a child takes at most ``lim`` (the most rows of weight ``scale``
+    within ``target``).  From a child holding ``cur`` rows, every run that ends
+    before position ``k + lim - cur`` fits, so the scan jumps there and only
+    examines the run straddling it: about two steps per child, not one per value.
+    """
+    lim = int(min(target / scale, 4e18)) if target >= 0.0 else 0
+    while (lim + 1) * scale <= target:
+        lim += 1
+    while lim > 0 and lim * scale > target:
+        lim -= 1
+    cur = 0
+    k = i
+    while k < j:
+        e = k + (lim - cur)
+        if e >= j:
+            cur += j - k
+            break
+        if e > k:
+            a = values[e]
+            r0 = e
+            while r0 > k and values[r0 - 1] == a:
+                r0 -= 1
+            cur += r0 - k
+            k = r0
+        a = values[k]
+        r = k + 1
+        while r < j and values[r] == a:
+            r += 1
+        ln = r - k
+        heavy = ln > lim
+        if (heavy or (cur > 0 and cur + ln > lim)) and a > last and a < hi:
+            ne, nc = _close_child(out_keys, ch_count, ne, nc, a, cur)  # the child below a
+            last = a
+            cur = 0
+        cur += ln
+        if heavy:
+            nxt = np.nextafter(a, np.inf)
+            if nxt < hi:  # the atom's child ends just above it
+                ne, nc = _close_child(out_keys, ch_count, ne, nc, nxt, cur)
+                last = nxt
+                cur = 0
+        k = r
+    ch_count[nc] = cur
+    return ne, nc + 1
+
+
+@kernel
+def plan_cuts(nodes, values, weights, scale, target, lower, upper):
+    """Cut leaves into children from their sorted values (greedy, tie-aware).
+
+    ``nodes`` and ``values`` are sorted by (node, value); node ``k`` spans
+    ``[lower[k], upper[k])``.  Value ``i`` stands for ``weights[i]`` rows (one
+    each when ``weights`` is empty), and a row weighs ``scale`` (rows of the
+    data per sampled row).  Distinct values are packed left to right into
+    children whose weighted mass stays <= ``target``; a value heavier than
+    ``target`` (an atom) gets the child ``[a, nextafter(a))`` of its own, so that
+    values missing from a sample cannot land in it.  Returns, for each node with
+    more than one child: the node, its child count, the new interior keys (child
+    ``k`` holds ``key[k-1] <= p < key[k]``) and the rows of the given values in
+    each child (children without values get 0).
+    """
+    n = values.size
+    split_node = np.empty(n, dtype=np.int64)
+    split_nch = np.empty(n, dtype=np.int64)
+    out_keys = np.empty(2 * n, dtype=np.float64)
+    ch_count = np.empty(3 * n, dtype=np.float64)
+    unit = weights.size == 0
+    ns = 0
+    ne = 0
+    nc = 0
+    i = 0
+    while i < n:
+        node = nodes[i]
+        j = i
+        while j < n and nodes[j] == node:
+            j += 1
+        e0 = ne
+        c0 = nc
+        if unit:
+            ne, nc = _cut_unit(values, i, j, scale, target, lower[node], upper[node], out_keys,
+                               ch_count, ne, nc)
+        else:
+            ne, nc = _cut_weighted(values, weights, i, j, scale, target, lower[node],
+                                   upper[node], out_keys, ch_count, ne, nc)
+        if nc - c0 > 1:
+            split_node[ns] = node
+            split_nch[ns] = nc - c0
+            ns += 1
+        else:
+            ne = e0
+            nc = c0
+        i = j
+    return split_node[:ns], split_nch[:ns], out_keys[:ne], ch_count[:nc]
+
+
+@kernel
+def _starts_group(cur, c, cap, first):
+    """Whether a leaf of ``c`` rows starts a new merged leaf after ``cur`` rows."""
+    return first or cap < 0 or cur + c > cap or c > cap or cur > cap
+
+
+@kernel
+def finish_leaves(cptr, keys, counts, ext, cap, like):
+    """Final keys, counts and tabulated scores of a block, from exact leaf counts.
+
+    Three steps in one pass per direction, writing each output once:
+
+    * with ``cap >= 0``, runs of adjacent leaves holding at most ``cap`` rows
+      together merge (a leaf heavier than ``cap``, an atom, stays alone; the
+      merged leaf keeps the first leaf's lower key and the summed count);
+    * the direction's smallest value (``ext[jj, 0]``) and the float above its
+      largest (``ext[jj, 1]``) become keys when the end leaves hold rows, so
+      that points beyond the data get exact (zero) counts; keys stay sorted,
+      as the smallest value lies below the first key when the first leaf
+      holds rows, and the largest at or above the last key when the last does;
+    * ``lut[k]`` receives ``min(L, G)`` estimated for any point in leaf ``k``:
+      ``L`` and ``G`` count the values ``<=`` and ``>=`` it, namely the leaves
+      before it, the leaves after it and, of its own leaf, all rows for an
+      atom (exact) or half of them (the midpoint, off by at most half).
+
+    ``keys`` are padded (:func:`pad_keys`); counts and ``lut`` get the dtype of
+    ``like`` (float32 is exact for them up to 2**23 rows).
+    Returns the new bound pointers, padded keys, counts, ``lut`` and each
+    direction's largest leaf that is not an atom.
+    """
+    mb = cptr.size - 1
+    # Pass 1: merged leaves and end flags, so that outputs are allocated once.
+    n_out = np.zeros(mb, dtype=np.int64)
+    head = np.zeros(mb, dtype=np.bool_)
+    tail = np.zeros(mb, dtype=np.bool_)
+    for jj in range(mb):
+        l0 = cptr[jj] + jj
+        l1 = cptr[jj + 1] + jj + 1
+        cur = 0.0
+        groups = 0
+        for k in range(l0, l1):
+            c = counts[k]
+            if _starts_group(cur, c, cap, k == l0):
+                if groups == 1:
+                    head[jj] = cur > 0
+                groups += 1
+                cur = 0.0
+            cur += c
+        if groups == 1:
+            head[jj] = cur > 0
+        head[jj] = head[jj] and -np.inf < ext[jj, 0] < np.inf
+        tail[jj] = cur > 0 and -np.inf < np.nextafter(ext[jj, 1], np.inf) < np.inf
+        n_out[jj] = groups + head[jj] + tail[jj]
+    new_cptr = np.zeros(mb + 1, dtype=np.int64)
+    for jj in range(mb):
+        new_cptr[jj + 1] = new_cptr[jj] + n_out[jj] - 1
+    new_keys = np.empty(new_cptr[-1] + PAD * mb)
+    new_counts = np.empty(new_cptr[-1] + mb, dtype=like.dtype)
+    lut = np.empty(new_counts.size, dtype=like.dtype)
+    worst = np.zeros(mb)
+    # Pass 2: write keys and counts, then tabulate the direction.
+    for jj in range(mb):
+        l0 = cptr[jj] + jj
+        l1 = cptr[jj + 1] + jj + 1
+        k0 = cptr[jj] + PAD * jj  # first key of direction jj in ``keys``
+        q0 = new_cptr[jj] + PAD * jj  # ... in ``new_keys``
+        c0 = new_cptr[jj] + jj  # first leaf in ``new_counts``
+        q = q0
+        c = c0
+        if head[jj]:
+            new_keys[q] = ext[jj, 0]
+            q += 1
+            new_counts[c] = 0.0
+            c += 1
+        cur = 0.0
+        for k in range(l0, l1):
+            ck = counts[k]
+            if _starts_group(cur, ck, cap, k == l0):
+                if k > l0:
+                    new_counts[c] = cur
+                    c += 1
+                    new_keys[q] = keys[k0 + (k - l0) - 1]  # the lower key of leaf k
+                    q += 1
+                cur = 0.0
+            cur += ck
+        new_counts[c] = cur
+        c += 1
+        if tail[jj]:
+            new_keys[q] = np.nextafter(ext[jj, 1], np.inf)
+            q += 1
+            new_counts[c] = 0.0
+            c += 1
+        for _ in range(PAD):
+            new_keys[q] = np.inf
+            q += 1
+        total = 0.0
+        for k in range(c0, c):
+            total += new_counts[k]
+        before = 0.0
+        for k in range(c0, c):
+            ck = new_counts[k]
+            i = q0 + (k - c0)  # key above leaf k
+            atom = k > c0 and k < c - 1 and np.nextafter(new_keys[i - 1], np.inf) == new_keys[i]
+            own = ck if atom else 0.5 * ck
+            lut[k] = min(before + own, total - before - ck + own)
+            before += ck
+            if not atom:
+                worst[jj] = max(worst[jj], ck)
+    return new_cptr, new_keys, new_counts, lut, worst

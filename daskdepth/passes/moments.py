@@ -1,0 +1,70 @@
+"""The moments pass: count, mean, scatter, non-finite rows and a keyed row sample, in one pass."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import dask
+import dask.array as da
+import numpy as np
+
+from ..errors import MAX_BAD_ROWS
+from ..kernels.hashing import keyed_sample
+from ..kernels.moments import add_dd, chunk_moments, column_sums_dd, merge_moments
+from ..runtime.client import phase
+from ..runtime.graph import reduce_chunks, row_blocks
+from ..runtime.keys import key_name
+
+
+@dataclass
+class ChunkMoments:
+    """Moments of the finite rows, non-finite rows and a Bernoulli row sample."""
+
+    n: int
+    mean: np.ndarray
+    scatter: np.ndarray
+    n_bad: int
+    bad_rows: np.ndarray
+    sample: np.ndarray
+    total: np.ndarray  # column sums as double-double (2, d)
+
+    @property
+    def exact_mean(self) -> np.ndarray:
+        """Mean from the compensated sums: the same bits however the rows are chunked."""
+        return (self.total[0] + self.total[1]) / max(self.n, 1)
+
+
+def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkMoments:
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    n, mean, scatter = chunk_moments(x, finite)
+    bad = np.flatnonzero(~finite)
+    keep = finite & keyed_sample(row_start, x.shape[0], seed, p)
+    return ChunkMoments(n, mean, scatter, int(bad.size), row_start + bad[:MAX_BAD_ROWS],
+                        x[keep], column_sums_dd(x, finite))
+
+
+def _moments_merge(*parts: ChunkMoments) -> ChunkMoments:
+    out = parts[0]
+    for b in parts[1:]:
+        n, mean, scatter = merge_moments((out.n, out.mean, out.scatter),
+                                         (b.n, b.mean, b.scatter))
+        out = ChunkMoments(
+            n, mean, scatter, out.n_bad + b.n_bad,
+            np.concatenate([out.bad_rows, b.bad_rows])[:MAX_BAD_ROWS],
+            np.concatenate([out.sample, b.sample]), add_dd(out.total, b.total),
+        )
+    return out
+
+
+def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> ChunkMoments:
+    """One pass: count, mean, scatter, non-finite rows and a row sample."""
+    p = min(1.0, sample_size / max(1, x.shape[0]))
+    blocks, starts = row_blocks(x)
+    out = reduce_chunks(blocks, _moments_chunk, _moments_merge,
+                        key=(key_name("moments", token),),
+                        merge_key=key_name("merge", token, "moments"),
+                        args=(seed, p), starts=starts)
+    with phase("moments"):
+        (result,) = dask.compute(out)
+    return result
