@@ -9,9 +9,12 @@ and imports under ``if TYPE_CHECKING:`` are exempt.
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
+
+from daskdepth.runtime.keys import VERBS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "daskdepth"
 
@@ -199,3 +202,18 @@ def test_type_checking_imports_are_exempt(toy: Path):
     (toy / "summary" / "b.py").write_text("x = 1\n")
     graph, _ = scan(toy)
     assert upward_imports(graph) == [] and find_cycle(graph) is None
+
+
+def test_readme_lists_every_key_verb():
+    readme = (PACKAGE.parent / "README.md").read_text()
+    bullet = readme[readme.index("- **Dashboard**"):readme.index("- **Jupyter**")]
+    listed = re.findall(r"`([a-z]+)`", bullet[bullet.index("VERBS"):bullet.index("(a test")])
+    assert listed == list(VERBS)
+
+
+def test_every_key_verb_is_used():
+    source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "keys.py")
+    used = set(re.findall(r"key_name\(\s*\"([a-z]+)\"", source))
+    # passed to key_name through a variable (covariance/mcd.py, passes/leaves.py)
+    used |= {"cstep", "reweight", "histogram", "refine"}
+    assert used == set(VERBS)

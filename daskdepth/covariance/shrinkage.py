@@ -9,6 +9,7 @@ import numpy as np
 from ..kernels.shrinkage import fourth_moment_chunk, ledoit_wolf_shrunk
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
+from ..runtime.keys import key_name
 from .mcd import _add
 
 
@@ -19,8 +20,8 @@ def ledoit_wolf(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *,
         return ledoit_wolf_shrunk(n, scatter, 0.0)
     blocks, _ = row_blocks(x)
     total = reduce_chunks(blocks, fourth_moment_chunk, _add,
-                          key=(f"daskdepth-shrinkage-{token}",),
-                          merge_key=f"daskdepth-merge-{token}-shrinkage", args=(mean,))
+                          key=(key_name("shrinkage", token),),
+                          merge_key=key_name("merge", token, "shrinkage"), args=(mean,))
     with phase("shrinkage"):
         (fourth,) = dask.compute(total)
     return ledoit_wolf_shrunk(n, scatter, fourth)
