@@ -12,7 +12,7 @@ from oracle import exact_depth_of_model
 import daskdepth
 from daskdepth.fitting.summaries import leaf_cap, refine_plan
 from daskdepth.kernels.leaves import plan_cuts
-from daskdepth.kernels.routing import count_block
+from daskdepth.kernels.routing import Projection, count_block
 from daskdepth.summary.leaves import BlockLeaves, LeafCounts
 
 
@@ -28,8 +28,8 @@ def _leaves(block: BlockLeaves, values: np.ndarray) -> np.ndarray:
     v = np.ones((block.mb, 1))
     for i, p in enumerate(values):
         stats = LeafCounts.empty(block.n_leaves, block.mb)
-        count_block(np.array([[p]]), v, np.empty((0, 0)), False, np.ones(1, bool),
-                      np.ones(1), *block._route_args(), stats.counts, stats.ext)
+        count_block(Projection(np.array([[p]]), v, np.empty((0, 0)), False), np.ones(1, bool),
+                    np.ones(1), block.router, stats.counts, stats.ext)
         out[i] = int(np.flatnonzero(stats.counts[: block.lptr[1]])[0])
         assert stats.ext[0, 0] == stats.ext[0, 1] == min(max(p, -1.7976931348623157e308),
                                                          1.7976931348623157e308)

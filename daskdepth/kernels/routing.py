@@ -15,6 +15,8 @@ computed, routed and used in one loop, never stored.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numpy as np
 
 from ._jit import kernel
@@ -23,6 +25,37 @@ from ._jit import kernel
 #: a sum of ``d`` dependent products per value is slower than projecting the
 #: chunk beforehand with :func:`project` (SIMD over rows, same bits).
 PROJECT_MAX_D = 32
+
+
+class Projection(NamedTuple):
+    """What the block kernels project: rows ``X`` on directions ``V``.
+
+    With ``direct`` the projections were computed beforehand into ``P``
+    (``(n_dir, n_rows)``, by :func:`project`); otherwise each kernel projects
+    inline and ``P`` is empty.
+    """
+
+    X: np.ndarray
+    V: np.ndarray
+    P: np.ndarray
+    direct: bool
+
+
+class Router(NamedTuple):
+    """A block's routing structure: guide grid per direction, padded keys, leaf offsets.
+
+    Direction ``jj``'s guide grid has ``g`` cells from ``g_lo[jj]`` with scale
+    ``g_scale[jj]``; its keys start at ``keys[kptr[jj]]`` and its leaves at
+    ``lptr[jj]``; ``table[jj, c]`` counts its keys in the cells before ``c``.
+    """
+
+    g_lo: np.ndarray
+    g_scale: np.ndarray
+    g: int
+    kptr: np.ndarray
+    keys: np.ndarray
+    table: np.ndarray
+    lptr: np.ndarray
 
 
 #: ``+inf`` sentinels after each direction's keys: the window search below reads
@@ -171,13 +204,15 @@ def leaf_atoms(cptr, cuts):
 
 
 @kernel
-def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, table, lptr,
-                counts, ext):
+def count_block(proj, valid, weight, router, counts, ext):
     """Add every projection to its leaf's count and to its direction's extremes.
 
-    Row ``i`` counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds
-    the ``(min, max)`` of direction ``jj``'s projections, kept in registers.
+    ``proj`` is a :class:`Projection`, ``router`` a :class:`Router`.  Row ``i``
+    counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds the
+    ``(min, max)`` of direction ``jj``'s projections, kept in registers.
     """
+    X, V, P, direct = proj
+    g_lo, g_scale, g, kptr, keys, table, lptr = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -203,13 +238,14 @@ def count_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, ta
 
 
 @kernel
-def collect_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, table, lptr,
-                  wanted, dirs, expected):
+def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     """Leaf, projection and row weight of every value that lands in a ``wanted`` leaf.
 
     Only the directions with ``dirs[jj]`` set are routed.  ``expected`` sizes
     the output buffer, which grows if it is exceeded.
     """
+    X, V, P, direct = proj
+    g_lo, g_scale, g, kptr, keys, table, lptr = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -251,8 +287,10 @@ def collect_block(X, V, P, direct, valid, weight, g_lo, g_scale, g, kptr, keys, 
 
 
 @kernel
-def score_block(X, V, P, direct, valid, g_lo, g_scale, g, kptr, keys, table, lptr, lut, out):
+def score_block(proj, valid, router, lut, out):
     """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
+    X, V, P, direct = proj
+    g_lo, g_scale, g, kptr, keys, table, lptr = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)

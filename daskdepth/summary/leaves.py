@@ -21,6 +21,8 @@ from ..kernels.leaves import finish_leaves, plan_cuts
 from ..kernels.routing import (
     PAD,
     PROJECT_MAX_D,
+    Projection,
+    Router,
     collect_block,
     count_block,
     guide_table,
@@ -205,29 +207,32 @@ class BlockLeaves:
         empty = np.zeros(0)
         return cls(j0, j1, cptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
 
-    def _route_args(self) -> tuple:
-        return (self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table, self.lptr)
+    @property
+    def router(self) -> Router:
+        """The routing structure the block kernels read."""
+        return Router(self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table,
+                      self.lptr)
 
     # ---------------------------------------------------------------- passes
 
     def accumulate(self, rows: Rows, v: np.ndarray, into: LeafCounts) -> LeafCounts:
         """Add the (weighted) rows to ``into`` (in place) and return it."""
-        count_block(*_operands(rows.x, v), rows.valid, rows.weight, *self._route_args(),
-                      into.counts, into.ext)
+        count_block(_projection(rows.x, v), rows.valid, rows.weight, self.router, into.counts,
+                    into.ext)
         return into
 
     def collect(self, rows: Rows, v: np.ndarray, wanted: np.ndarray,
                 expected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(leaf, projection, weight) of every row and direction in a wanted leaf."""
         dirs = np.logical_or.reduceat(wanted, self.lptr[:-1])  # every direction has a leaf
-        return collect_block(*_operands(rows.x, v), rows.valid, rows.weight,
-                               *self._route_args(), wanted, dirs, int(expected))
+        return collect_block(_projection(rows.x, v), rows.valid, rows.weight, self.router,
+                             wanted, dirs, int(expected))
 
     def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    out: np.ndarray) -> None:
         """Add this block's directions' ``min(L, G)`` (tabulated, in rows) to ``out``."""
         assert self.lut is not None
-        score_block(*_operands(xc, v), valid, *self._route_args(), self.lut, out)
+        score_block(_projection(xc, v), valid, self.router, self.lut, out)
 
     # ---------------------------------------------------------------- edits
 
@@ -343,8 +348,8 @@ class BlockLeaves:
         return self.worst / (2.0 * n)
 
 
-def _operands(xc: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray, bool]:
-    """``(X, V, P, direct)`` for the kernels: projections inline, or precomputed when wide.
+def _projection(xc: np.ndarray, v: np.ndarray) -> Projection:
+    """What the kernels project: inline, or precomputed when the rows are wide.
 
     Wide rows are projected beforehand by :func:`daskdepth.kernels.routing.project`
     (SIMD over rows) rather than inline, one dependent sum per value.  Not by
@@ -353,5 +358,5 @@ def _operands(xc: np.ndarray, v: np.ndarray) -> tuple[np.ndarray, np.ndarray, np
     the scheduler's.
     """
     if xc.shape[1] <= PROJECT_MAX_D:
-        return xc, v, np.empty((0, 0)), False
-    return xc, v, project(xc, v), True
+        return Projection(xc, v, np.empty((0, 0)), False)
+    return Projection(xc, v, project(xc, v), True)
