@@ -19,19 +19,25 @@ def project(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.n
     return p
 
 
-def exact_depth(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
-                directions: np.ndarray) -> np.ndarray:
-    """(1/m) sum_j min(#{i: p_ij <= q_j}, #{i: p_ij >= q_j}) / n."""
+def direction_depths(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
+                     directions: np.ndarray) -> np.ndarray:
+    """(n_points, m): min(#{i: p_ij <= q_j}, #{i: p_ij >= q_j}) / n for every direction j."""
     pr = project(reference, location, directions)
     pq = project(points, location, directions)
     n = pr.shape[0]
-    total = np.zeros(pq.shape[0])
+    out = np.empty((pq.shape[0], pr.shape[1]))
     for j in range(pr.shape[1]):
         s = np.sort(pr[:, j])
         le = np.searchsorted(s, pq[:, j], side="right")
         ge = n - np.searchsorted(s, pq[:, j], side="left")
-        total += np.minimum(le, ge)
-    return total / (n * pr.shape[1])
+        out[:, j] = np.minimum(le, ge) / n
+    return out
+
+
+def exact_depth(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
+                directions: np.ndarray) -> np.ndarray:
+    """(1/m) sum_j min(#{i: p_ij <= q_j}, #{i: p_ij >= q_j}) / n."""
+    return direction_depths(reference, points, location, directions).mean(axis=1)
 
 
 def exact_depth_of_model(model, reference: np.ndarray, points: np.ndarray) -> np.ndarray:

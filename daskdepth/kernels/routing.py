@@ -304,3 +304,56 @@ def score_block(proj, valid, router, lut, out):
                        table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
+
+
+@kernel
+def score_block_squares(proj, valid, router, lut, out, out_sq):
+    """:func:`score_block`, also adding the square of every tabulated value to ``out_sq``.
+
+    The sums of squares give each point's spread over directions (its Monte
+    Carlo standard error).
+    """
+    X, V, P, direct = proj
+    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    gm = g + 0.5
+    nr = valid.size
+    pbuf = np.empty(TILE)
+    lbuf = np.empty(TILE, dtype=np.uint64)
+    for jj in range(g_lo.size):
+        k0 = np.uint64(kptr[jj])
+        l0 = lptr[jj]
+        for t0 in range(0, nr, TILE):
+            t1 = min(nr, t0 + TILE)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
+                       table[jj], pbuf, lbuf)
+            for s in range(t1 - t0):
+                v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                out[t0 + s] += v
+                out_sq[t0 + s] += v * v
+
+
+@kernel
+def score_block_min(proj, valid, router, lut, out):
+    """Lower ``out`` (per row) to the smallest tabulated ``min(L, G)`` over the block's directions.
+
+    The halfspace (Tukey) depth takes the minimum over directions where IRW
+    depths take the mean.
+    """
+    X, V, P, direct = proj
+    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    gm = g + 0.5
+    nr = valid.size
+    pbuf = np.empty(TILE)
+    lbuf = np.empty(TILE, dtype=np.uint64)
+    for jj in range(g_lo.size):
+        k0 = np.uint64(kptr[jj])
+        l0 = lptr[jj]
+        for t0 in range(0, nr, TILE):
+            t1 = min(nr, t0 + TILE)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
+                       table[jj], pbuf, lbuf)
+            for s in range(t1 - t0):
+                v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                if v < out[t0 + s]:
+                    out[t0 + s] = v
+

@@ -50,3 +50,33 @@ class DepthSummary:
                          out)
         out /= self.n * self.directions.shape[0]
         return rows.expand(out)
+
+    def depth_and_std(self, x: np.ndarray,
+                      valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Depth and its Monte Carlo standard error over the directions, per row.
+
+        The depth is the mean over ``m`` directions of ``c_j = min(L_j, G_j) / n``;
+        the standard error is ``s / sqrt(m)`` with ``s`` the sample standard
+        deviation (``ddof=1``) of the ``c_j``: it measures the spread that
+        drawing other directions would give, not the covariance estimate's
+        error nor the summary's (bounded by :meth:`error_bound`).
+        """
+        rows = prepare_rows(x, self.location, valid)
+        total = np.zeros(rows.x.shape[0])
+        squares = np.zeros(rows.x.shape[0])
+        for b in self.blocks:
+            b.score_squares_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]),
+                                 rows.valid, total, squares)
+        m = self.directions.shape[0]
+        var = np.maximum(squares - total * (total / m), 0.0) / max(m - 1, 1)  # in rows^2
+        # The depth divided exactly as depth() does: the same bits.
+        return rows.expand(total / (self.n * m)), rows.expand(np.sqrt(var / m) / self.n)
+
+    def min_depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """Smallest ``min(L_j, G_j) / n`` over the directions (random halfspace depth), per row."""
+        rows = prepare_rows(x, self.location, valid)
+        out = np.full(rows.x.shape[0], np.inf)
+        for b in self.blocks:
+            b.score_min_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]),
+                             rows.valid, out)
+        return rows.expand(out / self.n)

@@ -30,6 +30,8 @@ from ..kernels.routing import (
     pad_keys,
     project,
     score_block,
+    score_block_min,
+    score_block_squares,
     unpad_keys,
 )
 from .rows import Rows
@@ -233,6 +235,18 @@ class BlockLeaves:
         """Add this block's directions' ``min(L, G)`` (tabulated, in rows) to ``out``."""
         assert self.lut is not None
         score_block(_projection(xc, v), valid, self.router, self.lut, out)
+
+    def score_squares_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
+                           out: np.ndarray, out_sq: np.ndarray) -> None:
+        """:meth:`score_into`, also adding the squares to ``out_sq`` (for standard errors)."""
+        assert self.lut is not None
+        score_block_squares(_projection(xc, v), valid, self.router, self.lut, out, out_sq)
+
+    def score_min_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
+                       out: np.ndarray) -> None:
+        """Lower ``out`` to the smallest tabulated ``min(L, G)`` over this block's directions."""
+        assert self.lut is not None
+        score_block_min(_projection(xc, v), valid, self.router, self.lut, out)
 
     # ---------------------------------------------------------------- edits
 
