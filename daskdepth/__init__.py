@@ -6,14 +6,38 @@
 (200,)
 """
 
-from ._estimators import AIIRW, IRW
-from ._fit import RankWarning, ToleranceWarning
-from ._persistence import load_model as load
-from ._score import score
-from ._summary import DepthSummary
-from ._xarray import score_dataset
+from __future__ import annotations
 
-__version__ = "0.1.0"
+import importlib
+from typing import Any
 
-__all__ = ["AIIRW", "IRW", "DepthSummary", "RankWarning", "ToleranceWarning", "load", "score",
-           "score_dataset", "__version__"]
+from ._version import __version__
+from .errors import CovarianceRankWarning, SummaryMemoryWarning, ToleranceWarning
+
+#: Public name -> (module, attribute).  Loaded on first use (PEP 562), so that
+#: ``daskdepth --version`` and ``import daskdepth.cli`` do not load Dask and NumPy's
+#: compiled kernels before they are needed.
+_LAZY = {
+    "AIIRW": ("daskdepth.estimators", "AIIRW"),
+    "IRW": ("daskdepth.estimators", "IRW"),
+    "score": ("daskdepth.estimators", "score"),
+    "load": ("daskdepth.io.models", "load_model"),
+    "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
+    "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
+}
+
+__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "SummaryMemoryWarning",
+           "ToleranceWarning", "__version__", "load", "score", "score_dataset"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module 'daskdepth' has no attribute {name!r}")
+    module, attr = _LAZY[name]
+    value = getattr(importlib.import_module(module), attr)
+    globals()[name] = value  # later lookups skip this function
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))

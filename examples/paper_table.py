@@ -100,7 +100,7 @@ def evaluate(name: str, x: np.ndarray, y: np.ndarray, seeds: list[int]) -> dict:
         for method in METHODS:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore", daskdepth.RankWarning)
+                warnings.simplefilter("ignore", daskdepth.CovarianceRankWarning)
                 if method == "AI-IRW (MCD)":
                     score = run_depth(daskdepth.AIIRW(covariance="mcd", random_state=seed), xd)
                 elif method == "AI-IRW (sample)":

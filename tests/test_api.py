@@ -235,7 +235,7 @@ def test_rank_deficient_covariance_warns_and_scores():
     rng = np.random.default_rng(2)
     base = rng.normal(size=(1000, 2)) * [1.0, 3.0]
     x = np.column_stack([base, base[:, 0] + base[:, 1]])
-    with pytest.warns(daskdepth.RankWarning, match="rank 2"):
+    with pytest.warns(daskdepth.CovarianceRankWarning, match="rank 2"):
         model = _model(daskdepth.AIIRW, n_directions=50).fit(x)
     assert model.covariance_rank_ == 2
     null = np.array([1.0, 1.0, -1.0]) / np.sqrt(3)
@@ -255,7 +255,7 @@ def test_rank_deficient_covariance_warns_and_scores():
 
 def test_full_rank_does_not_warn(gaussian):
     with warnings.catch_warnings():
-        warnings.simplefilter("error", daskdepth.RankWarning)
+        warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
         _model(daskdepth.AIIRW).fit(gaussian)
 
 

@@ -23,8 +23,10 @@ import xarray as xr
 import zarr
 
 import daskdepth
-from daskdepth._io import TMP_MARK, quiet_zarr
-from daskdepth.cli import demo_data, main
+from daskdepth.cli import build_parser, main
+from daskdepth.cli.demo import demo_data
+from daskdepth.storage.atomic import TMP_MARK
+from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
 
@@ -157,7 +159,7 @@ def test_score_refinement_pass_on_the_default_local_cluster(tmp_path, capsys):
     err = capsys.readouterr().err
     if status == 1 and "'Future' object has no attribute" in err:
         pytest.xfail("core bug: with a distributed Client the refinement pass re-scatters an "
-                     "already scattered summary (_fit.build_summary -> _graph._block_pass)")
+                     "already scattered summary (fitting.summaries -> passes.leaves._block_pass)")
     assert status == 0, err
     np.testing.assert_array_equal(_open(tmp_path / "cluster.zarr")["depth"].values,
                                   _open(tmp_path / "threads.zarr")["depth"].values)
@@ -370,6 +372,45 @@ def test_nan_hint_and_omit(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2 rows with NaN or inf values" in err and "--nan-policy omit" in err
     assert _names(tmp_path) == ["c.zarr", "m.zarr", "n.zarr", "o.zarr"]
+
+
+def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
+    """--support-fraction goes through the same make_estimator as daskdepth.score."""
+    x = _data()
+    src = _array_store(tmp_path / "in.zarr", x)
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--covariance", "mcd",
+                 "--support-fraction", "0.8", "--seed", "3", "--n-directions", "40", "-q",
+                 *SYNC]) == 0
+    out = _open(tmp_path / "o.zarr")
+    expected = daskdepth.score(x, covariance="mcd", support_fraction=0.8, n_directions=40,
+                               random_state=3)
+    np.testing.assert_array_equal(out["depth"].values, expected)
+    assert out.attrs["covariance"] == "mcd" and out.attrs["support_fraction"] == 0.8
+    # a covariance option that IRW cannot use is refused, not ignored
+    assert main(["score", str(src), "--out", str(tmp_path / "p.zarr"), "--depth", "irw",
+                 "--covariance", "mcd", *SYNC]) == 1
+    assert "does not apply to depth='irw'" in capsys.readouterr().err
+    assert _names(tmp_path) == ["in.zarr", "o.zarr"]
+
+
+def test_parameter_ranges_come_from_the_estimators(capsys):
+    parser = build_parser()
+    for option, value, name in [("--tol", "0.7", "tol"), ("--support-fraction", "1.5",
+                                                          "support_fraction"),
+                                ("--contamination", "0.9", "contamination"),
+                                ("--seed", "-1", "random_state")]:
+        with pytest.raises(SystemExit) as exc:
+            parser.parse_args(["score", "in.zarr", "--out", "o.zarr", option, value])
+        assert exc.value.code == 2
+        assert f"The '{name}' parameter" in capsys.readouterr().err
+
+
+def test_version_without_the_parser_matches_the_parser(capsys):
+    assert main(["--version"]) == 0
+    fast = capsys.readouterr().out
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["--version"])
+    assert capsys.readouterr().out == fast == f"daskdepth {daskdepth.__version__}\n"
 
 
 def test_unknown_covariance_is_passed_through(tmp_path, capsys):

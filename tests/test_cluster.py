@@ -34,16 +34,16 @@ from proccluster import (
 )
 
 import daskdepth
-import daskdepth._memory
-from daskdepth._io import leftovers
-from daskdepth._memory import (
-    SummaryMemoryWarning,
+import daskdepth.runtime.memory
+from daskdepth.errors import SummaryMemoryWarning
+from daskdepth.runtime.memory import (
     WorkerMemory,
     directions_per_block,
     rows_per_chunk,
     summary_memory_message,
     worker_memory,
 )
+from daskdepth.storage.atomic import leftovers
 
 #: More rows than the in-memory exact path takes, so that fitting runs the
 #: distributed passes (moments, pilot, histogram, refine, score).
@@ -332,7 +332,7 @@ def test_chunk_defaults_follow_the_memory_limit(cluster):
 
 def test_large_summary_is_reported(monkeypatch):
     small = WorkerMemory(32 * 2**20, 1)
-    monkeypatch.setattr(daskdepth._memory, "worker_memory", lambda: small)
+    monkeypatch.setattr(daskdepth.runtime.memory, "worker_memory", lambda: small)
     x = gaussian_data(3000, 2, seed=5)
     with pytest.warns(SummaryMemoryWarning, match="MiB on every worker"):
         daskdepth.IRW(n_directions=200, tol=1e-4, random_state=0).fit(x)

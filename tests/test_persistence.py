@@ -15,14 +15,8 @@ import zarr
 from sklearn.exceptions import NotFittedError
 
 import daskdepth
-from daskdepth._io import OutputError
-from daskdepth._persistence import (
-    ATTR,
-    FORMAT_VERSION,
-    ModelFormatError,
-    read_attributes,
-    save_model,
-)
+from daskdepth.errors import ModelFormatError, OutputError
+from daskdepth.storage.modelformat import ATTR, FORMAT_VERSION, read_attributes, save_model
 
 
 def _data(n: int = 600, d: int = 3, seed: int = 0) -> np.ndarray:
@@ -275,6 +269,19 @@ def test_changed_summary_layout_is_refused(saved):
 
     _set_doc(saved, mutate)
     with pytest.raises(ModelFormatError, match="another summary layout"):
+        daskdepth.load(saved)
+
+
+def test_models_naming_moved_classes_are_refused(saved):
+    """Models saved before the summary classes moved (daskdepth._summary) are refused clearly."""
+    def mutate(doc):
+        node = doc["state"]["summary_"]
+        doc["classes"]["daskdepth._summary:DepthSummary"] = doc["classes"].pop(node["class"])
+        node["class"] = "daskdepth._summary:DepthSummary"
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match="'daskdepth._summary:DepthSummary'.*another "
+                                               "summary layout"):
         daskdepth.load(saved)
 
 

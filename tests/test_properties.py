@@ -25,7 +25,7 @@ seeds = st.integers(0, 2**32 - 1)
 
 def _fit(depth: str, x, **kw):
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore", daskdepth.RankWarning)
+        warnings.simplefilter("ignore", daskdepth.CovarianceRankWarning)
         return MODELS[depth](**kw).fit(x)
 
 

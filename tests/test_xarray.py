@@ -84,6 +84,18 @@ def test_reference_dataset_and_fitted_model():
     np.testing.assert_array_equal(da_ref["depth"].values, expected)
 
 
+def test_support_fraction_reaches_the_estimator():
+    ds = _dataset()
+    out = daskdepth.score_dataset(ds, "X", covariance="mcd", support_fraction=0.75,
+                                  n_directions=40, random_state=1)
+    expected = daskdepth.score(ds["X"].values, covariance="mcd", support_fraction=0.75,
+                               n_directions=40, random_state=1)
+    np.testing.assert_array_equal(out["depth"].values, expected)
+    assert out["depth"].attrs["support_fraction"] == 0.75
+    with pytest.raises(ValueError, match="does not apply to depth='irw'"):
+        daskdepth.score_dataset(ds, "X", depth="irw", support_fraction=0.75)
+
+
 def test_sample_dim_not_first():
     ds = _dataset()
     flipped = ds.transpose("feature", "time")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 from typing import Any
 
 import dask.array as da
@@ -14,12 +15,8 @@ from sklearn.utils.validation import check_is_fitted
 from ..fitting.fit import SAMPLE_SIZE, fit_depth
 from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
+from ..storage.modelformat import save_model
 from .inputs import Input, as_input
-
-try:  # TEMP-RESTRUCTURE
-    from ..storage.modelformat import save_model
-except ImportError:  # TEMP-RESTRUCTURE
-    pass
 from .params import check_param
 
 
@@ -192,8 +189,6 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _summary_html(self) -> str:
         """The fitted model in a few rows, from attributes already computed (no Dask work)."""
-        import html
-
         state = self.__dict__  # plain attributes only: no property, nothing computed
         kind = "AI-IRW" if self._depth_kind == "ai-irw" else "IRW"
         rows = [("depth", kind), ("covariance", self._covariance_kind())]

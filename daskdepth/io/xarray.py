@@ -1,21 +1,24 @@
-"""Depth of a Dataset variable as a Dataset: :func:`score_dataset`."""
+"""xarray in, xarray out: the depth of a Dataset variable as a Dataset (:func:`score_dataset`).
+
+:func:`depth_dataset` and :func:`model_attrs` are shared with the command
+line, so that a Python call and a batch job describe their results alike.
+"""
 
 from __future__ import annotations
 
 from typing import Any
 
 import numpy as np
+import xarray as xr
 
-from ._estimators import AIIRW, IRW
-from ._validation import check_params
+from ..estimators import check_param, make_estimator
 
 #: Human-readable names of the depth notions, for attributes.
 LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth"}
 
 
-def _as_2d(data: Any, variable: str, sample_dim: str | None) -> Any:
-    import xarray as xr
-
+def _as_2d(data: Any, variable: str, sample_dim: str | None) -> xr.DataArray:
+    """``data`` as a 2-D DataArray with the sample dimension first."""
     if not isinstance(data, xr.DataArray):
         raise TypeError(f"expected an xarray.DataArray for {variable!r}, got "
                         f"{type(data).__name__}")
@@ -48,6 +51,9 @@ def model_attrs(model: Any) -> dict[str, Any]:
     cov = getattr(model, "covariance", None)
     if kind == "ai-irw":
         attrs["covariance"] = cov if isinstance(cov, str) else "precomputed"
+        fraction = getattr(model, "support_fraction", None)
+        if fraction is not None:
+            attrs["support_fraction"] = float(fraction)
     seed = getattr(model, "random_state", None)
     if isinstance(seed, (int, np.integer)) and not isinstance(seed, bool):
         attrs["seed"] = int(seed)
@@ -63,7 +69,7 @@ def offset_for(model: Any, contamination: float) -> float:
     Equal to ``model.offset_`` when ``contamination`` is the model's own;
     otherwise the same quantile of the training depths the model kept.
     """
-    check_params(n_directions=None, tol=0.0, nan_policy="raise", contamination=contamination)
+    check_param("contamination", contamination)
     if contamination == getattr(model, "contamination", None):
         return float(model.offset_)
     sample = getattr(model, "_sample_depth", None)
@@ -73,8 +79,8 @@ def offset_for(model: Any, contamination: float) -> float:
     return float(np.nanpercentile(sample, 100 * contamination))
 
 
-def depth_dataset(model: Any, data: Any, *, contamination: float | None = None,
-                  name: str = "depth", attrs: dict[str, Any] | None = None) -> Any:
+def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None = None,
+                  name: str = "depth", attrs: dict[str, Any] | None = None) -> xr.Dataset:
     """Score the rows of a 2-D DataArray with a fitted model, as a Dataset.
 
     The Dataset has the variable ``name`` over the sample dimension (the first
@@ -82,8 +88,6 @@ def depth_dataset(model: Any, data: Any, *, contamination: float | None = None,
     (depth below the model's offset for ``contamination``) when
     ``contamination`` is given.  Lazy input gives lazy variables.
     """
-    import xarray as xr
-
     depth = model.score_samples(data)
     depth.attrs = model_attrs(model)
     variables = {name: depth.rename(name)}
@@ -101,11 +105,12 @@ def depth_dataset(model: Any, data: Any, *, contamination: float | None = None,
     return xr.Dataset(variables, attrs=dict(attrs or {}))
 
 
-def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str = "ai-irw",
-                  n_directions: int | None = None, covariance: object = "sample",
-                  tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
-                  contamination: float | None = None, sample_dim: str | None = None,
-                  model: Any = None, name: str = "depth", merge: bool = False) -> Any:
+def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
+                  depth: str = "ai-irw", n_directions: int | None = None,
+                  covariance: object = "sample", tol: float = 1e-4, random_state: Any = None,
+                  nan_policy: str = "raise", contamination: float | None = None,
+                  sample_dim: str | None = None, model: Any = None, name: str = "depth",
+                  merge: bool = False, support_fraction: float | None = None) -> xr.Dataset:
     """Depth of the rows of a Dataset variable, as a Dataset with its coordinates and attrs.
 
     Parameters
@@ -119,8 +124,10 @@ def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str =
         DataArray.  ``None`` scores ``ds[variable]`` against itself.  Ignored
         when ``model`` is given.
     depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy
-        As for :class:`daskdepth.AIIRW` (``covariance`` is ignored for IRW).
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction
+        As for :class:`daskdepth.AIIRW`; the estimator is built by
+        :func:`daskdepth.estimators.make_estimator`, which refuses a
+        ``covariance`` or ``support_fraction`` other than the default for IRW.
     contamination : float in (0, 0.5], optional
         When given, a boolean ``outlier`` variable flags rows whose depth is
         below that quantile of the reference depths.
@@ -138,9 +145,10 @@ def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str =
     xarray.Dataset
         ``name`` (and ``outlier``) over the sample dimension, with the
         coordinates of ``ds`` along it and ``ds.attrs``; the depth variable's
-        attributes record the method, ``n_directions``, ``tol``, the certified
-        ``error_bound``, the seed (when ``random_state`` is an int) and the
-        feature names.  Dask-backed input gives lazy variables.
+        attributes (:func:`model_attrs`) record the method, ``n_directions``,
+        ``tol``, the certified ``error_bound``, the covariance (AI-IRW), the
+        seed (when ``random_state`` is an int), the feature names and
+        ``source_variable``.  Dask-backed input gives lazy variables.
 
     Examples
     --------
@@ -158,8 +166,6 @@ def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str =
     >>> out.depth.attrs["feature_names"]
     ['a', 'b', 'c']
     """
-    import xarray as xr
-
     if not isinstance(ds, xr.Dataset):
         raise TypeError(f"ds must be an xarray.Dataset, got {type(ds).__name__}; for a "
                         "DataArray use daskdepth.score")
@@ -168,23 +174,25 @@ def score_dataset(ds: Any, variable: str, reference: Any = None, *, depth: str =
                        f"{', '.join(map(repr, ds.data_vars)) or 'none'})")
     data = _as_2d(ds[variable], variable, sample_dim)
     if model is None:
-        check_params(n_directions=n_directions, tol=tol, nan_policy=nan_policy, depth=depth,
-                     contamination=0.1 if contamination is None else contamination)
-        kwargs: dict[str, Any] = dict(n_directions=n_directions, tol=tol,
-                                      random_state=random_state, nan_policy=nan_policy)
+        params: dict[str, Any] = dict(
+            n_directions=n_directions, covariance=covariance, tol=tol,
+            random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction)
         if contamination is not None:
-            kwargs["contamination"] = contamination
-        model = (AIIRW(covariance=covariance, **kwargs) if depth == "ai-irw"
-                 else IRW(**kwargs))
-        if reference is None:
-            ref = data
-        elif isinstance(reference, xr.Dataset):
-            ref = _as_2d(reference[variable], variable, sample_dim)
-        else:
-            ref = _as_2d(reference, variable, sample_dim)
-        model.fit(ref)
+            params["contamination"] = contamination
+        model = make_estimator(depth, **params)
+        model.fit(_reference(reference, data, variable, sample_dim))
     out = depth_dataset(model, data, contamination=contamination, name=name, attrs=ds.attrs)
     out[name].attrs["source_variable"] = str(variable)
     if merge:
         return ds.assign({k: out[k] for k in out.data_vars})
     return out
+
+
+def _reference(reference: Any, data: xr.DataArray, variable: str,
+               sample_dim: str | None) -> xr.DataArray:
+    """The rows that define the depth: ``data`` itself, a Dataset's ``variable``, or a DataArray."""
+    if reference is None:
+        return data
+    if isinstance(reference, xr.Dataset):
+        return _as_2d(reference[variable], variable, sample_dim)
+    return _as_2d(reference, variable, sample_dim)

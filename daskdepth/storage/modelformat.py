@@ -1,25 +1,32 @@
-"""Saving fitted models as Zarr groups and loading them back, without pickle.
+"""The model format: a fitted estimator as a Zarr group of arrays and one JSON document.
 
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
     {"format": "daskdepth-model", "format_version": 1,
-     "estimator": "AIIRW", "params": {...}, "state": {...},
-     "classes": {...}, "arrays": {...}, "versions": {...}, "created": "...",
-     "metadata": {...}}
+     "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
+     "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
+     "created": "...", "metadata": {...}}
 
 ``params`` are the constructor parameters and ``state`` every fitted attribute
 (``location_``, ``covariance_``, ``directions_``, ``summary_``, ...), both as
 JSON values in which NumPy arrays are references ``{"kind": "array", "path":
-...}`` to arrays of the group.  Dataclasses of daskdepth (the
-:class:`~daskdepth.DepthSummary` and its blocks) are stored field by field; a
-list of dataclasses of one class is stored column by column (one concatenated
-array per field), so a model with thousands of direction blocks is still a
-handful of arrays.  ``classes`` records the fields of every stored dataclass
-and ``arrays`` the dtype, shape and SHA-256 of every array, so that a store
-that was modified or truncated, or that was written by a daskdepth whose
-summaries have another layout, is refused with a clear message instead of
-scoring wrongly.
+...}`` to arrays of the group; ``unstored_params`` names the parameters that
+could not be stored without pickle (saved as their defaults).  Dataclasses of
+daskdepth (the depth summary and its blocks) are stored field by field under
+their ``module:qualname``; a list of dataclasses of one class is stored column
+by column (one concatenated array per field), so a model with thousands of
+direction blocks is still a handful of arrays.  ``classes`` records the fields
+of every stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every
+array, so that a store that was modified or truncated, or that was written by
+a daskdepth whose summaries have another layout (or live in another module),
+is refused with a clear message instead of scoring wrongly.
+
+This module knows estimators only by duck typing (``get_params``, ``vars``,
+``summary_``, the class name): :func:`save_model` encodes any fitted daskdepth
+estimator, and :func:`read_model` decodes a store into the estimator's name,
+parameters and state, for :func:`daskdepth.io.models.load_model` to rebuild it
+from the allow-list of estimator classes.
 """
 
 from __future__ import annotations
@@ -36,11 +43,16 @@ import platform
 import warnings
 from numbers import Integral, Real
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
+import dask
 import numpy as np
+from sklearn.exceptions import NotFittedError
 
-from ._io import SafeOutput, is_url, local_path, quiet_zarr
+from .._version import __version__
+from ..errors import ModelFormatError
+from .atomic import SafeOutput
+from .paths import NotZarrError, open_node, quiet_zarr
 
 #: Version of the stored layout; a reader refuses stores with a larger one.
 FORMAT_VERSION = 1
@@ -48,10 +60,8 @@ FORMAT_VERSION = 1
 FORMAT_NAME = "daskdepth-model"
 #: Attribute of the Zarr group that holds the JSON document.
 ATTR = "daskdepth"
-
-
-class ModelFormatError(ValueError):
-    """A store is not a daskdepth model, is corrupted, or needs a newer daskdepth."""
+#: Stored arrays are chunked along their first axis into chunks of about this many bytes.
+ARRAY_CHUNK_BYTES = 8 * 2**20
 
 
 # --------------------------------------------------------------------------- versions
@@ -59,10 +69,7 @@ class ModelFormatError(ValueError):
 
 def versions() -> dict[str, str]:
     """Versions of daskdepth and of the libraries that shape its results."""
-    import dask
-    import zarr
-
-    from . import __version__
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
     out = {"daskdepth": __version__, "dask": dask.__version__, "numpy": np.__version__,
            "zarr": zarr.__version__, "python": platform.python_version()}
@@ -77,6 +84,17 @@ def versions() -> dict[str, str]:
 def utc_now() -> str:
     """Current time as an ISO 8601 UTC timestamp (seconds)."""
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+
+
+def corrupted(where: str, what: str) -> ModelFormatError:
+    """The error for a model store whose content is wrong: ``what`` says how."""
+    return ModelFormatError(f"the model store {where!r} is corrupted: {what}")
+
+
+def malformed(where: str, exc: BaseException) -> ModelFormatError:
+    """The error for a model document with missing or ill-typed entries."""
+    return corrupted(where, f"its attributes are incomplete or malformed "
+                            f"({type(exc).__name__}: {exc})")
 
 
 # --------------------------------------------------------------------------- encoding
@@ -98,8 +116,9 @@ def _resolve_class(name: str) -> type:
             obj = getattr(obj, part)
     except (ImportError, AttributeError):
         raise ModelFormatError(
-            f"the model refers to {name!r}, which this daskdepth does not have; load it "
-            "with the daskdepth version that saved it, or refit"
+            f"the model refers to {name!r}, which this daskdepth does not have: it was saved "
+            "by a daskdepth with another summary layout; load it with that version or refit "
+            "the model"
         ) from None
     if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
         raise ModelFormatError(f"{name!r} is not a daskdepth dataclass")
@@ -128,18 +147,25 @@ def _is_scalar(value: Any) -> bool:
     return True
 
 
+class _Written(NamedTuple):
+    """An array the writer stored, and where (kept alive so its ``id`` stays unique)."""
+
+    array: np.ndarray
+    path: str
+
+
 class _Writer:
     """Turns Python values into JSON nodes and arrays (written to ``group`` at the end)."""
 
     def __init__(self) -> None:
         self.arrays: dict[str, np.ndarray] = {}
         self.classes: dict[str, list[str]] = {}
-        self._seen: dict[int, tuple[np.ndarray, str]] = {}
+        self._seen: dict[int, _Written] = {}
 
     def array(self, arr: np.ndarray, path: str) -> dict[str, Any]:
-        key = id(arr)
-        if key in self._seen and self._seen[key][0] is arr:
-            return {"kind": "array", "path": self._seen[key][1]}
+        seen = self._seen.get(id(arr))
+        if seen is not None and seen.array is arr:  # the same array again: one copy
+            return {"kind": "array", "path": seen.path}
         if arr.dtype.kind == "O" or arr.dtype.kind in "US":
             values = arr.tolist()
             flat = np.asarray(arr, dtype=object).ravel()
@@ -149,7 +175,7 @@ class _Writer:
         if arr.dtype.kind not in "biufc":
             raise TypeError(f"an array of dtype {arr.dtype} at {path!r}")
         self.arrays[path] = np.ascontiguousarray(arr)
-        self._seen[key] = (arr, path)
+        self._seen[id(arr)] = _Written(arr, path)
         return {"kind": "array", "path": path}
 
     def value(self, value: Any, path: str) -> Any:
@@ -234,8 +260,8 @@ class _Reader:
         self._cache: dict[str, np.ndarray] = {}
 
     def corrupt(self, what: str) -> ModelFormatError:
-        return ModelFormatError(f"the model store {self.where!r} is corrupted: {what}; save the "
-                                "model again or restore the store from a copy")
+        return corrupted(self.where, f"{what}; save the model again or restore the store from "
+                                     "a copy")
 
     def array(self, path: str) -> np.ndarray:
         if path in self._cache:
@@ -334,19 +360,30 @@ def _construct(cls: type, values: dict[str, Any]) -> Any:
     return obj
 
 
-# --------------------------------------------------------------------------- models
+# --------------------------------------------------------------------------- saving
 
 
-def _estimator_classes() -> dict[str, type]:
-    from . import _estimators
+def _check_saveable(model: Any) -> None:
+    """Refuse objects that are not daskdepth estimators (without importing their classes)."""
+    cls = type(model)
+    if not (cls.__module__.startswith("daskdepth.") and callable(getattr(model, "get_params",
+                                                                         None))):
+        raise TypeError(f"can only save daskdepth estimators (AIIRW, IRW, ...), got "
+                        f"{cls.__name__}")
 
-    base = _estimators._DepthDetector
-    return {name: obj for name, obj in vars(_estimators).items()
-            if isinstance(obj, type) and issubclass(obj, base) and obj is not base
-            and not name.startswith("_")}
+
+def _fitted_state(model: Any) -> dict[str, Any]:
+    """Every attribute that is not a constructor parameter: what ``fit`` set."""
+    params = set(model.get_params(deep=False))
+    state = {k: v for k, v in vars(model).items() if k not in params and not k.startswith("__")}
+    if "summary_" not in state:
+        raise NotFittedError(f"this {type(model).__name__} is not fitted yet; call fit before "
+                             "save")
+    return state
 
 
 def _encode_params(model: Any, writer: _Writer) -> tuple[dict[str, Any], dict[str, str]]:
+    """The constructor parameters as JSON nodes, and those stored as their defaults (repr)."""
     params = model.get_params(deep=False)
     defaults = {k: p.default for k, p in inspect.signature(type(model).__init__).parameters.items()}
     out: dict[str, Any] = {}
@@ -363,93 +400,14 @@ def _encode_params(model: Any, writer: _Writer) -> tuple[dict[str, Any], dict[st
     return out, dropped
 
 
-def _fitted_state(model: Any) -> dict[str, Any]:
-    params = set(model.get_params(deep=False))
-    state = {k: v for k, v in vars(model).items() if k not in params and not k.startswith("__")}
-    if "summary_" not in state:
-        from sklearn.exceptions import NotFittedError
-
-        raise NotFittedError(f"this {type(model).__name__} is not fitted yet; call fit before "
-                             "save")
-    return state
-
-
-def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False,
-               metadata: dict[str, Any] | None = None) -> Path:
-    """Save a fitted :class:`~daskdepth.AIIRW` or :class:`~daskdepth.IRW` as a Zarr group.
-
-    The store is written to a temporary sibling and moved into place when
-    complete, so an interrupted save leaves no partial model at ``path``.
-
-    Parameters
-    ----------
-    model : fitted AIIRW or IRW
-    path : str or path-like
-        Local directory to create (by convention ending in ``.zarr``).
-    overwrite : bool, default=False
-        Replace an existing model or Zarr store at ``path``.
-    metadata : dict, optional
-        JSON-compatible information kept with the model (e.g. the input it
-        was fitted on); returned by :func:`read_attributes`.
-
-    Returns
-    -------
-    pathlib.Path
-        The absolute path of the saved model.
-
-    Examples
-    --------
-    >>> import os, tempfile, numpy as np, daskdepth
-    >>> X = np.random.default_rng(0).normal(size=(300, 2))
-    >>> model = daskdepth.AIIRW(random_state=0).fit(X)
-    >>> path = model.save(os.path.join(tempfile.mkdtemp(), "model.zarr"))
-    >>> loaded = daskdepth.load(path)
-    >>> bool((loaded.score_samples(X) == model.score_samples(X)).all())
-    True
-    """
-    import zarr
-
-    classes = _estimator_classes()
-    name = type(model).__name__
-    if classes.get(name) is not type(model):
-        raise TypeError(f"can only save daskdepth estimators ({', '.join(sorted(classes))}), "
-                        f"got {type(model).__name__}")
-    state = _fitted_state(model)
-    writer = _Writer()
-    params, dropped = _encode_params(model, writer)
-    encoded_state = {}
+def _encode_state(state: dict[str, Any], writer: _Writer) -> dict[str, Any]:
+    encoded = {}
     for key, value in state.items():
         try:
-            encoded_state[key] = writer.value(value, f"state/{key.lstrip('_') or key}")
+            encoded[key] = writer.value(value, f"state/{key.lstrip('_') or key}")
         except TypeError as exc:
             raise TypeError(f"cannot save attribute {key!r} of the model: {exc}") from None
-    if dropped:
-        warnings.warn(
-            "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
-            "stored without pickle; the saved model has their defaults (its fitted state is "
-            "complete: it scores identically)", UserWarning, stacklevel=3)
-    manifest = {p: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _checksum(a)}
-                for p, a in writer.arrays.items()}
-    doc = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "estimator": name,
-        "params": params,
-        "unstored_params": dropped,
-        "state": encoded_state,
-        "classes": writer.classes,
-        "arrays": manifest,
-        "versions": versions(),
-        "created": utc_now(),
-        "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
-    }
-    json.dumps(doc, allow_nan=False)  # fail before writing anything
-    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
-        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
-        for apath, arr in writer.arrays.items():
-            group.create_array(apath, data=arr, chunks=_chunks(arr))
-        group.attrs[ATTR] = doc
-        return out.commit()
+    return encoded
 
 
 def _json_default(value: Any) -> Any:
@@ -463,67 +421,189 @@ def _json_default(value: Any) -> Any:
 
 
 def _chunks(arr: np.ndarray) -> tuple[int, ...]:
-    """Chunks of about 8 MiB along the first axis (at least one row)."""
+    """Chunks of about :data:`ARRAY_CHUNK_BYTES` along the first axis (at least one row)."""
     if arr.ndim == 0:
         return ()
     row = max(1, arr.itemsize * int(np.prod(arr.shape[1:], dtype=np.int64)))
-    rows = max(1, min(int(arr.shape[0]), (8 * 2**20) // row))
+    rows = max(1, min(int(arr.shape[0]), ARRAY_CHUNK_BYTES // row))
     return (rows, *(max(1, s) for s in arr.shape[1:]))
 
 
-def _open_group(path: str | os.PathLike[str],
-                storage_options: dict[str, Any] | None = None) -> tuple[Any, str]:
-    import zarr
+def _write(doc: dict[str, Any], arrays: dict[str, np.ndarray], path: str | os.PathLike[str],
+           overwrite: bool) -> Path:
+    """Write the group to a temporary sibling of ``path``; move it into place when complete."""
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
-    text = os.fspath(path)
-    if not is_url(text):
-        p = local_path(text)
-        if not p.exists():
-            raise FileNotFoundError(f"no model at {text!r}: the path does not exist")
-        store: Any = str(p)
-    else:
-        store = text
-    try:
-        with quiet_zarr():
-            node = zarr.open(store, mode="r", storage_options=storage_options if is_url(text)
-                             else None)
-    except Exception as exc:  # zarr raises several kinds, some of them FileNotFoundError
-        if is_url(text) and isinstance(exc, FileNotFoundError):
-            raise FileNotFoundError(f"no model at {text!r}: the path does not exist") from None
-        raise ModelFormatError(f"{text!r} is not a daskdepth model (not a Zarr store)") from None
-    return node, text
+    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
+        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
+        for apath, arr in arrays.items():
+            group.create_array(apath, data=arr, chunks=_chunks(arr))
+        group.attrs[ATTR] = doc
+        return out.commit()
 
 
-def read_attributes(path: str | os.PathLike[str], *,
-                    storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
-    """The JSON document of a saved model (parameters, versions, metadata, ...).
+def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False,
+               metadata: dict[str, Any] | None = None) -> Path:
+    """Save a fitted daskdepth estimator (:class:`~daskdepth.AIIRW`, :class:`~daskdepth.IRW`).
 
-    Raises :class:`ModelFormatError` when ``path`` is not a daskdepth model or
-    needs a newer daskdepth.
+    The store is written to a temporary sibling and moved into place when
+    complete, so an interrupted save leaves no partial model at ``path``.
+
+    Parameters
+    ----------
+    model : fitted daskdepth estimator
+        Read through ``get_params``, its fitted attributes (``vars``, which
+        must include ``summary_``) and its class name.
+    path : str or path-like
+        Local directory to create (by convention ending in ``.zarr``).
+    overwrite : bool, default=False
+        Replace an existing model or Zarr store at ``path``.
+    metadata : dict, optional
+        JSON-compatible information kept with the model (e.g. the input it
+        was fitted on); returned by :func:`read_attributes`.
+
+    Returns
+    -------
+    pathlib.Path
+        The absolute path of the saved model.
+
+    Raises
+    ------
+    TypeError
+        ``model`` is not a daskdepth estimator, or holds a value that cannot
+        be stored without pickle.
+    sklearn.exceptions.NotFittedError
+        ``model`` is not fitted.
+    OutputError
+        ``path`` exists (without ``overwrite``) or is not safe to write.
+
+    Examples
+    --------
+    >>> import os, tempfile, numpy as np, daskdepth
+    >>> X = np.random.default_rng(0).normal(size=(300, 2))
+    >>> model = daskdepth.AIIRW(random_state=0).fit(X)
+    >>> path = save_model(model, os.path.join(tempfile.mkdtemp(), "model.zarr"))
+    >>> loaded = daskdepth.load(path)
+    >>> bool((loaded.score_samples(X) == model.score_samples(X)).all())
+    True
     """
-    import zarr
+    _check_saveable(model)
+    state = _fitted_state(model)
+    writer = _Writer()
+    params, dropped = _encode_params(model, writer)
+    encoded_state = _encode_state(state, writer)
+    if dropped:
+        warnings.warn(
+            "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
+            "stored without pickle; the saved model has their defaults (its fitted state is "
+            "complete: it scores identically)", UserWarning, stacklevel=3)
+    manifest = {p: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _checksum(a)}
+                for p, a in writer.arrays.items()}
+    doc = {
+        "format": FORMAT_NAME,
+        "format_version": FORMAT_VERSION,
+        "estimator": type(model).__name__,
+        "params": params,
+        "unstored_params": dropped,
+        "state": encoded_state,
+        "classes": writer.classes,
+        "arrays": manifest,
+        "versions": versions(),
+        "created": utc_now(),
+        "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
+    }
+    json.dumps(doc, allow_nan=False)  # fail before writing anything
+    return _write(doc, writer.arrays, path, overwrite)
 
-    node, text = _open_group(path, storage_options)
+
+# --------------------------------------------------------------------------- reading
+
+
+class _Opened(NamedTuple):
+    """A model store opened for reading, its checked JSON document, and the path as given."""
+
+    group: Any
+    document: dict[str, Any]
+    where: str
+
+
+def _document(node: Any) -> dict[str, Any] | None:
+    """The model document of an opened Zarr node, or None when it is not a model."""
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+
     doc = dict(node.attrs).get(ATTR) if isinstance(node, zarr.Group) else None
     if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-        raise ModelFormatError(f"{text!r} is not a daskdepth model (it has no "
-                               f"{ATTR!r} model attributes)")
-    version = doc.get("format_version")
-    if not isinstance(version, int) or version < 1:
-        raise ModelFormatError(f"the model store {text!r} is corrupted: its format version "
-                               f"{version!r} is not a positive integer")
-    if version > FORMAT_VERSION:
-        writer = doc.get("versions", {}).get("daskdepth", "a newer version")
-        raise ModelFormatError(
-            f"the model {text!r} has format version {version}, written by daskdepth {writer}; "
-            f"this daskdepth reads format versions up to {FORMAT_VERSION}: upgrade daskdepth"
-        )
+        return None
     return doc
 
 
-def load_model(path: str | os.PathLike[str], *,
-               storage_options: dict[str, Any] | None = None) -> Any:
-    """Load a model saved with ``model.save(path)``.
+def is_model(path: str | os.PathLike[str],
+             storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether ``path`` holds a daskdepth model (of any format version, intact or not)."""
+    try:
+        node = open_node(path, storage_options)
+    except (FileNotFoundError, NotZarrError):
+        return False
+    return _document(node) is not None
+
+
+def _open_model(path: str | os.PathLike[str],
+                storage_options: dict[str, Any] | None) -> _Opened:
+    """Open a model store and check its document's format and version."""
+    where = os.fspath(path)
+    try:
+        node = open_node(where, storage_options)
+    except FileNotFoundError:
+        raise FileNotFoundError(f"no model at {where!r}: the path does not exist") from None
+    except NotZarrError:
+        raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") from None
+    doc = _document(node)
+    if doc is None:
+        raise ModelFormatError(f"{where!r} is not a daskdepth model (it has no "
+                               f"{ATTR!r} model attributes)")
+    version = doc.get("format_version")
+    if not isinstance(version, int) or version < 1:
+        raise corrupted(where, f"its format version {version!r} is not a positive integer")
+    if version > FORMAT_VERSION:
+        writer = doc.get("versions", {}).get("daskdepth", "a newer version")
+        raise ModelFormatError(
+            f"the model {where!r} has format version {version}, written by daskdepth {writer}; "
+            f"this daskdepth reads format versions up to {FORMAT_VERSION}: upgrade daskdepth"
+        )
+    return _Opened(node, doc, where)
+
+
+def read_attributes(path: str | os.PathLike[str],
+                    storage_options: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The JSON document of a saved model (parameters, versions, metadata, ...).
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path``.
+    ModelFormatError
+        ``path`` is not a daskdepth model or needs a newer daskdepth.
+    """
+    return _open_model(path, storage_options).document
+
+
+@dataclasses.dataclass(frozen=True)
+class StoredModel:
+    """A saved model, decoded: what a loader needs to rebuild the estimator."""
+
+    #: The path as given, for messages.
+    where: str
+    #: Class name of the estimator, e.g. ``'AIIRW'`` (not yet checked against any allow-list).
+    estimator: str
+    #: Constructor parameters.
+    params: dict[str, Any]
+    #: Fitted attributes, to set on the constructed estimator.
+    state: dict[str, Any]
+
+
+def read_model(path: str | os.PathLike[str],
+               storage_options: dict[str, Any] | None = None) -> StoredModel:
+    """Read, check and decode a saved model: every array against its checksum.
 
     Parameters
     ----------
@@ -534,8 +614,7 @@ def load_model(path: str | os.PathLike[str], *,
 
     Returns
     -------
-    AIIRW or IRW
-        A fitted model that scores identically to the saved one.
+    StoredModel
 
     Raises
     ------
@@ -543,58 +622,20 @@ def load_model(path: str | os.PathLike[str], *,
         Nothing at ``path``.
     ModelFormatError
         ``path`` is not a daskdepth model, is corrupted (missing or modified
-        arrays or attributes), or was written by a newer daskdepth.
-
-    Examples
-    --------
-    >>> import os, tempfile, numpy as np, daskdepth
-    >>> X = np.random.default_rng(1).normal(size=(200, 3))
-    >>> path = os.path.join(tempfile.mkdtemp(), "irw.zarr")
-    >>> _ = daskdepth.IRW(n_directions=50, random_state=0).fit(X).save(path)
-    >>> model = daskdepth.load(path)
-    >>> type(model).__name__, model.n_directions_
-    ('IRW', 50)
+        arrays or attributes), names a class outside daskdepth or a dataclass
+        of another layout, or was written by a newer daskdepth.
     """
-    doc = read_attributes(path, storage_options=storage_options)
-    group, text = _open_group(path, storage_options)
+    opened = _open_model(path, storage_options)
+    doc, where = opened.document, opened.where
     try:
-        classes = _estimator_classes()
         name = doc["estimator"]
-        if name not in classes:
-            raise ModelFormatError(f"the model {text!r} is a {name!r}, which this daskdepth "
-                                   f"does not have ({', '.join(sorted(classes))})")
-        reader = _Reader(group, doc["arrays"], doc["classes"], text)
+        if not isinstance(name, str):
+            raise TypeError(f"the estimator name is a {type(name).__name__}")
+        reader = _Reader(opened.group, doc["arrays"], doc["classes"], where)
         params = {k: reader.value(v) for k, v in doc["params"].items()}
-        try:
-            model = classes[name](**params)
-        except TypeError as exc:
-            raise ModelFormatError(f"the model {text!r} has parameters this daskdepth's {name} "
-                                   f"does not take ({exc}); load it with the version that "
-                                   "saved it") from None
-        for key, node in doc["state"].items():
-            setattr(model, key, reader.value(node))
+        state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:
         raise
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        raise ModelFormatError(f"the model store {text!r} is corrupted: its attributes are "
-                               f"incomplete or malformed ({type(exc).__name__}: {exc})") from None
-    _check_consistency(model, text)
-    return model
-
-
-def _check_consistency(model: Any, where: str) -> None:
-    """Cheap cross-checks between the fitted attributes."""
-    def bad(what: str) -> ModelFormatError:
-        return ModelFormatError(f"the model store {where!r} is corrupted: {what}")
-
-    summary = getattr(model, "summary_", None)
-    if summary is None:
-        raise bad("it has no summary_")
-    d = getattr(model, "n_features_in_", None)
-    directions = np.asarray(getattr(model, "directions_", np.empty((0, 0))))
-    if directions.ndim != 2 or directions.shape[1] != d:
-        raise bad(f"directions_ has shape {directions.shape} for {d} features")
-    if getattr(model, "n_directions_", directions.shape[0]) != directions.shape[0]:
-        raise bad("n_directions_ does not match directions_")
-    if getattr(summary, "n", None) != getattr(model, "n_samples_fit_", None):
-        raise bad("the summary's row count does not match n_samples_fit_")
+        raise malformed(where, exc) from None
+    return StoredModel(where=where, estimator=name, params=params, state=state)

@@ -1,0 +1,310 @@
+"""The jobs of the command line: ``score``, ``fit``, ``apply`` and ``info``.
+
+Every job checks its output path and opens its input before it starts a
+cluster, so that a bad command fails at once; it then fits and/or scores on
+the :class:`~daskdepth.cli.cluster.Runner` and writes through
+:class:`~daskdepth.storage.atomic.SafeOutput` (a temporary sibling moved into
+place when complete).  Outputs record what was run: the parameters, the
+certified error bound, the input, the versions and the command line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import secrets
+import shlex
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from ..errors import InputError
+from ..estimators import DepthDetector, make_estimator
+from ..io.inputs import ZarrInput, open_input
+from ..io.models import load_model
+from ..io.outputs import write_dataset
+from ..io.xarray import depth_dataset, model_attrs
+from ..storage.atomic import SafeOutput, check_output
+from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
+from ..storage.paths import is_url, local_path, open_dataset
+from .cluster import Runner
+from .ui import UI
+
+#: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
+SEED_RANGE = 2**31
+#: Keys of a model's document that ``info --json`` prints.
+MODEL_INFO_KEYS = ("format", "format_version", "estimator", "params", "versions", "created",
+                   "metadata")
+
+
+class ScoreResult(NamedTuple):
+    """What a ``score`` job made: where, with which model, in how long, for how many rows."""
+
+    target: Path
+    model: DepthDetector
+    seconds: float
+    rows: int
+
+
+class OutputInfo(NamedTuple):
+    """A daskdepth output store's attributes (JSON-ready) and their description."""
+
+    attrs: dict[str, Any]
+    text: str
+
+
+# --------------------------------------------------------------------------- shared steps
+
+
+def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
+    """The estimator the options ask for, through :func:`daskdepth.estimators.make_estimator`."""
+    params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
+                                  support_fraction=args.support_fraction, tol=args.tol,
+                                  random_state=seed, nan_policy=args.nan_policy)
+    if args.contamination is not None:
+        params["contamination"] = args.contamination
+    return make_estimator(args.depth, **params)
+
+
+def draw_seed(seed: int | None) -> int:
+    """``seed``, or a fresh one (recorded in the output, so the job can be repeated)."""
+    return seed if seed is not None else secrets.randbelow(SEED_RANGE)
+
+
+def open_source(path: str, array: str | None, min_rows: int = 1) -> ZarrInput:
+    """Open INPUT, refusing it when it has fewer than ``min_rows`` rows."""
+    source = open_input(path, array)
+    if source.shape[0] < min_rows:
+        noun = "row" if source.shape[0] == 1 else "rows"
+        raise InputError(f"{source.describe()} has {source.shape[0]} {noun}; a depth "
+                         f"reference needs at least {min_rows}")
+    return source
+
+
+def recorded_path(path: str) -> str:
+    """How a path is recorded in attributes: URLs as given, local paths absolute."""
+    return path if is_url(path) else str(local_path(path))
+
+
+def input_attrs(source: ZarrInput) -> dict[str, Any]:
+    """Attributes that say which input a job read."""
+    attrs = {"input_path": recorded_path(source.path), "input_shape": list(source.shape),
+             "input_dtype": str(source.data.dtype), "input_zarr_format": int(source.zarr_format)}
+    if source.array is not None:
+        attrs["input_array"] = source.array
+    return attrs
+
+
+def job_attrs(model: DepthDetector, command: str, argv: Sequence[str]) -> dict[str, Any]:
+    """Attributes of an output: the method and its parameters, versions, time, command line."""
+    attrs: dict[str, Any] = {"title": "daskdepth depth scores", "daskdepth_command": command}
+    attrs.update({k: v for k, v in model_attrs(model).items()
+                  if k not in ("long_name", "valid_range")})
+    attrs["contamination"] = float(model.contamination)
+    attrs["offset"] = float(model.offset_)
+    for lib, version in versions().items():
+        attrs[f"{lib}_version"] = version
+    attrs["created"] = utc_now()
+    attrs["command_line"] = shlex.join(["daskdepth", *argv])
+    return attrs
+
+
+def check_features(model: DepthDetector, source: ZarrInput) -> None:
+    """Refuse an INPUT whose features differ from the model's (in number, or by name)."""
+    names = getattr(model, "feature_names_in_", None)
+    if source.shape[1] != model.n_features_in_:
+        raise ValueError(f"INPUT has {source.shape[1]} features but the model was fitted on "
+                         f"{model.n_features_in_}")
+    coord = source.data.coords.get(source.data.dims[1])
+    if names is not None and coord is not None and coord.dtype.kind in "OUS":
+        have = [str(v) for v in np.asarray(coord.values)]
+        if have != [str(v) for v in names]:
+            raise ValueError(f"INPUT's features {have} differ from the model's "
+                             f"{[str(v) for v in names]}")
+
+
+def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> float:
+    """Fit ``model`` on the input's rows, with progress; return the seconds taken."""
+    start = time.time()
+    label = f"fitting {model._depth_kind.upper()}"
+    ui.status(f"{label} on {source.describe()}")
+    with runner.progress(label):
+        model.fit(source.data)
+    elapsed = time.time() - start
+    ui.status(f"fitted in {elapsed:.1f} s: {model.n_directions_} directions, certified error "
+              f"bound {model.error_bound_:.3g}, {model.n_passes_ + 1} pass(es) over the data")
+    return elapsed
+
+
+def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
+                contamination: float | None, attrs: dict[str, Any]) -> None:
+    """Score the input and write the depth (and outlier flags) into the output's temporary."""
+    ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs)
+    if contamination is not None:
+        ds.attrs["contamination"] = float(contamination)
+        ds.attrs["offset"] = float(ds["outlier"].attrs["offset"])
+    else:
+        ds.attrs.pop("contamination", None)
+        ds.attrs.pop("offset", None)
+    write_dataset(ds, out.path, compute=lambda d: runner.compute(d, "scoring and writing"))
+
+
+# --------------------------------------------------------------------------- score and fit
+
+
+def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreResult:
+    """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT."""
+    check_output(args.out, inputs=[args.input], overwrite=args.overwrite)
+    source = open_source(args.input, args.array, min_rows=2)
+    model = make_model(args, draw_seed(args.seed))
+    start = time.time()
+    with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
+            Runner(args.scheduler, ui, args.debug) as runner:
+        fit(runner, ui, model, source)
+        attrs = job_attrs(model, "score", argv)
+        attrs.update(input_attrs(source))
+        write_depth(runner, model, source, out, args.contamination, attrs)
+        target = out.commit()
+    return ScoreResult(target, model, time.time() - start, source.shape[0])
+
+
+def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth score INPUT --out OUTPUT``."""
+    done = run_score(args, ui, argv)
+    ui.result(f"wrote the {done.model._depth_kind.upper()} depth of {done.rows:,} rows to "
+              f"{done.target} in {done.seconds:.1f} s (error bound "
+              f"{done.model.error_bound_:.3g})")
+    return 0
+
+
+def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth fit INPUT --model MODEL``."""
+    check_output(args.model, inputs=[args.input], overwrite=args.overwrite)
+    source = open_source(args.input, args.array, min_rows=2)
+    seed = draw_seed(args.seed)
+    model = make_model(args, seed)
+    with Runner(args.scheduler, ui, args.debug) as runner:
+        elapsed = fit(runner, ui, model, source)
+    metadata = {"command_line": shlex.join(["daskdepth", *argv]),
+                "contamination_given": args.contamination is not None, "seed": seed}
+    metadata.update(input_attrs(source))
+    target = save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
+    ui.result(f"saved the {model._depth_kind.upper()} model fitted on {model.n_samples_fit_:,} "
+              f"rows to {target} ({elapsed:.1f} s, error bound {model.error_bound_:.3g})")
+    return 0
+
+
+# --------------------------------------------------------------------------- apply
+
+
+def _metadata(document: dict[str, Any]) -> dict[str, Any]:
+    """What ``daskdepth fit`` recorded with a model (its input, seed, command line)."""
+    return document.get("metadata", {}) or {}
+
+
+def _apply_contamination(given: float | None, model: DepthDetector,
+                         document: dict[str, Any]) -> float | None:
+    """``--contamination``, else the model's own when it was given to ``fit``, else None."""
+    if given is None and _metadata(document).get("contamination_given"):
+        return float(model.contamination)
+    return given
+
+
+def _apply_attrs(model: DepthDetector, source: ZarrInput, model_path: str,
+                 document: dict[str, Any], argv: Sequence[str]) -> dict[str, Any]:
+    """Attributes of an ``apply`` output: the job's, the model's and its reference's."""
+    attrs = job_attrs(model, "apply", argv)
+    attrs.update(input_attrs(source))
+    attrs["model_path"] = recorded_path(model_path)
+    attrs["model_created"] = str(document.get("created", ""))
+    metadata = _metadata(document)
+    for key in ("input_path", "input_array", "input_shape"):
+        if key in metadata:
+            attrs[key.replace("input", "reference", 1)] = metadata[key]
+    return attrs
+
+
+def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth apply MODEL INPUT --out OUTPUT``."""
+    inputs = [args.input, args.model]
+    check_output(args.out, inputs=inputs, overwrite=args.overwrite)
+    document = read_attributes(args.model)
+    model = load_model(args.model)
+    source = open_source(args.input, args.array)
+    check_features(model, source)
+    contamination = _apply_contamination(args.contamination, model, document)
+    start = time.time()
+    with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
+            Runner(args.scheduler, ui, args.debug) as runner:
+        attrs = _apply_attrs(model, source, args.model, document, argv)
+        write_depth(runner, model, source, out, contamination, attrs)
+        target = out.commit()
+    ui.result(f"wrote the {model._depth_kind.upper()} depth of {source.shape[0]:,} rows to "
+              f"{target} in {time.time() - start:.1f} s")
+    return 0
+
+
+# --------------------------------------------------------------------------- info
+
+
+def cmd_info(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth info PATH``: a saved model, or an output store of daskdepth."""
+    if is_model(args.path):
+        document = read_attributes(args.path)
+        if args.json:
+            print(json.dumps({k: document[k] for k in MODEL_INFO_KEYS if k in document},
+                             indent=2))
+        else:
+            print(describe_model(args.path, document))
+        return 0
+    info = output_info(args.path)
+    if info is None:
+        raise InputError(f"{args.path!r} is neither a daskdepth model nor a daskdepth output")
+    print(json.dumps(info.attrs, indent=2, default=str) if args.json else info.text)
+    return 0
+
+
+def describe_model(path: str, document: dict[str, Any]) -> str:
+    """A saved model in a few lines (loading it checks every array)."""
+    model = load_model(path)
+    lines = [f"daskdepth model {path}",
+             f"  estimator:      {document['estimator']} ({model._depth_kind})",
+             "  parameters:     " + ", ".join(f"{k}={v!r}" for k, v in
+                                               model.get_params().items()),
+             f"  fitted on:      {model.n_samples_fit_:,} rows x {model.n_features_in_} features",
+             f"  directions:     {model.n_directions_}",
+             f"  error bound:    {model.error_bound_:.3g}",
+             f"  offset:         {model.offset_:.6g} (contamination {model.contamination})"]
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:
+        lines.append(f"  features:       {', '.join(map(str, names))}")
+    metadata = _metadata(document)
+    if "input_path" in metadata:
+        array = metadata.get("input_array")
+        lines.append(f"  reference:      {metadata['input_path']}"
+                     + (f" (array {array!r})" if array else ""))
+    lines.append(f"  format version: {document['format_version']}")
+    lines.append(f"  saved:          {document.get('created', '?')} by daskdepth "
+                 f"{document.get('versions', {}).get('daskdepth', '?')}")
+    return "\n".join(lines)
+
+
+def output_info(path: str) -> OutputInfo | None:
+    """The attributes and description of a daskdepth output store; None for other stores."""
+    if not is_url(path) and not local_path(path).exists():
+        raise FileNotFoundError(f"{path!r} does not exist")
+    try:
+        ds = open_dataset(path)
+    except Exception:  # not a dataset xarray can open: not an output of daskdepth
+        return None
+    if "depth" not in ds.data_vars or "daskdepth_version" not in ds.attrs:
+        return None
+    attrs = {k: (v.tolist() if isinstance(v, np.ndarray) else v) for k, v in ds.attrs.items()}
+    lines = [f"daskdepth output {path}",
+             "  variables:      " + ", ".join(f"{k} {ds[k].dims}" for k in ds.data_vars),
+             f"  rows:           {ds['depth'].shape[0]:,}"]
+    lines += [f"  {key + ':':<22}{value}" for key, value in attrs.items() if key != "title"]
+    return OutputInfo(attrs, "\n".join(lines))

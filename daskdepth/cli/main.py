@@ -1,0 +1,132 @@
+"""``main``: parse the command line, run the job, turn its outcome into an exit status.
+
+Exit status: 0 on success, 2 for usage errors (bad options, an output that
+exists without ``--overwrite``, an output that is the input), 1 when the job
+fails (missing or bad input, NaN/inf rows, a corrupted model, ...), 130 on
+Ctrl-C and 143 on SIGTERM (after the job's temporaries are removed).  Errors
+are reported in one or two lines; ``--debug`` shows the traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import logging
+import signal
+import sys
+import threading
+import traceback
+import warnings
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any
+
+from ..errors import OutputError
+from .parser import build_parser, version_text
+from .ui import UI, error_lines, format_warning
+
+#: A command: runs the job of the parsed options and returns the exit status.
+Command = Callable[[argparse.Namespace, UI, Sequence[str]], int]
+
+#: Exit statuses.
+EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
+
+
+class _Terminated(BaseException):
+    """SIGTERM received: unwind so that temporaries are removed."""
+
+
+def _raise_on_sigterm() -> Callable[[], Any]:
+    """Turn SIGTERM into an exception (in the main thread); return the undo function."""
+    if threading.current_thread() is not threading.main_thread():
+        return lambda: None
+
+    def handler(signum: int, frame: Any) -> None:
+        raise _Terminated()
+
+    try:
+        old = signal.signal(signal.SIGTERM, handler)
+    except (ValueError, OSError, AttributeError):  # pragma: no cover - unusual platforms
+        return lambda: None
+    return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def _command(name: str) -> Command:
+    """The function that runs the command ``name``."""
+    # deferred: the jobs import Dask, which --help and usage errors never need
+    from . import demo, jobs
+
+    commands: dict[str, Command] = {"score": jobs.cmd_score, "fit": jobs.cmd_fit,
+                                    "apply": jobs.cmd_apply, "info": jobs.cmd_info,
+                                    "demo": demo.cmd_demo}
+    return commands[name]
+
+
+@contextlib.contextmanager
+def _job_environment(debug: bool) -> Iterator[None]:
+    """SIGTERM as an exception, one-line warnings, and distributed's logs kept quiet."""
+    restore_sigterm = _raise_on_sigterm()
+    log = logging.getLogger("distributed")
+    level = log.level
+    if not debug:
+        log.setLevel(logging.CRITICAL)  # task errors are reported once, by main
+    try:
+        with warnings.catch_warnings():
+            warnings.showwarning = format_warning
+            warnings.filterwarnings("ignore", module="distributed")
+            yield
+    finally:
+        log.setLevel(level)
+        restore_sigterm()
+
+
+def _report(exc: BaseException, debug: bool) -> None:
+    if debug:
+        traceback.print_exc()
+    for line in error_lines(exc):
+        print(line, file=sys.stderr)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the ``daskdepth`` command line; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        Arguments without the program name (default: ``sys.argv[1:]``).
+
+    Returns
+    -------
+    int
+        0 on success, 1 when the job failed, 2 for a usage error.
+
+    Examples
+    --------
+    >>> main(["--version"])  # doctest: +ELLIPSIS
+    daskdepth ...
+    0
+    """
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["--version"]:  # what the parser would print, without loading Dask
+        print(version_text())
+        return EXIT_OK
+    try:
+        args = build_parser().parse_args(argv)
+    except SystemExit as exc:  # --help and usage errors
+        return int(exc.code or 0) if not isinstance(exc.code, str) else EXIT_USAGE
+    ui = UI(quiet=args.quiet)
+    try:
+        with _job_environment(args.debug):
+            return int(_command(args.command)(args, ui, argv))
+    except OutputError as exc:
+        _report(exc, args.debug)
+        return EXIT_USAGE
+    except KeyboardInterrupt:
+        print("daskdepth: interrupted", file=sys.stderr)
+        return EXIT_INTERRUPTED
+    except _Terminated:
+        print("daskdepth: terminated", file=sys.stderr)
+        return EXIT_TERMINATED
+    except Exception as exc:
+        _report(exc, args.debug)
+        return EXIT_FAILED

@@ -1,0 +1,75 @@
+"""What the command line prints: status lines, results, warnings, errors, progress bars.
+
+Status lines, warnings, errors and progress go to stderr; results to stdout,
+so that ``daskdepth info --json`` can be piped.  Standard library only.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+#: Exceptions whose message says it all: reported without their class name or a hint.
+PLAIN_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, KeyError, TypeError)
+
+
+class UI:
+    """Status lines and results, silenced by ``--quiet``; progress only on a terminal."""
+
+    def __init__(self, quiet: bool = False) -> None:
+        self.quiet = quiet
+        stream = sys.stderr
+        self.progress = not quiet and hasattr(stream, "isatty") and stream.isatty()
+
+    def status(self, message: str) -> None:
+        """A line about what the job is doing (stderr)."""
+        if not self.quiet:
+            print(message, file=sys.stderr, flush=True)
+
+    def result(self, message: str) -> None:
+        """The line that says what the job produced (stdout)."""
+        if not self.quiet:
+            print(message, flush=True)
+
+
+def format_warning(message: Any, category: type, filename: str, lineno: int,
+                   file: Any = None, line: Any = None) -> None:
+    """A :func:`warnings.showwarning` that prints the first line of a warning, no source."""
+    text = str(message).strip().splitlines()[0] if str(message).strip() else category.__name__
+    print(f"daskdepth: warning: {text}", file=sys.stderr, flush=True)
+
+
+def error_lines(exc: BaseException) -> list[str]:
+    """The one or two lines that report a failed job.
+
+    Examples
+    --------
+    >>> error_lines(ValueError("input has 2 rows with NaN; pass nan_policy='omit'"))
+    ['daskdepth: error: input has 2 rows with NaN; pass --nan-policy omit']
+    >>> error_lines(RuntimeError("boom"))
+    ['daskdepth: error: RuntimeError: boom', '(run with --debug for the traceback)']
+    """
+    text = " ".join(str(exc).split()) or type(exc).__name__
+    text = text.replace("pass nan_policy='omit'", "pass --nan-policy omit")
+    if isinstance(exc, PLAIN_ERRORS):
+        return [f"daskdepth: error: {text}"]
+    return [f"daskdepth: error: {type(exc).__name__}: {text}",
+            "(run with --debug for the traceback)"]
+
+
+def progress_line(label: str, fraction: float, elapsed: float, width: int = 40) -> str:
+    """One redrawn line of a progress bar (starts with a carriage return, clears to the end).
+
+    Examples
+    --------
+    >>> progress_line("fitting: histogram", 0.5, 2.0, width=10)
+    '\\r[#####     ] |  50% | fitting: histogram |   2.0s\\x1b[K'
+    """
+    bar = "#" * int(width * fraction)
+    return f"\r[{bar:<{width}}] | {int(100 * fraction):3d}% | {label} | {elapsed:5.1f}s\33[K"
+
+
+def clear_line() -> None:
+    """Erase the progress bar's line."""
+    sys.stderr.write("\33[2K\r")
+    sys.stderr.flush()
