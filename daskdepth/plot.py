@@ -1,0 +1,307 @@
+"""Plotting helpers for fitted depth models: contours, depth histograms, points coloured by depth.
+
+matplotlib is an optional dependency (``pip install "daskdepth[plot]"``). It is imported inside
+each function, never at module import, so that ``import daskdepth.plot`` works (and costs nothing)
+without it and the error only comes when something is drawn.
+
+The helpers use only what every fitted daskdepth model has (``score_samples``, ``offset_``,
+``location_``, ``n_features_in_``, and ``feature_names_in_`` for axis labels when present) and
+nothing else from the package, so they work with any object offering the same attributes (a
+loaded model, a scikit-learn outlier detector with ``offset_``).
+Dask and xarray inputs are converted with ``numpy.asarray``, which computes them: pass a sample of
+a large array.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+if TYPE_CHECKING:  # for annotations only: matplotlib stays optional at run time
+    from matplotlib.axes import Axes
+    from matplotlib.collections import PathCollection
+    from matplotlib.contour import ContourSet
+
+__all__ = ["depth_contours", "depth_histogram", "depth_scatter"]
+
+_INSTALL_HINT = 'daskdepth.plot needs matplotlib: pip install "daskdepth[plot]"'
+
+
+def _pyplot() -> Any:
+    """Return ``matplotlib.pyplot``, or raise an ImportError that says how to install it."""
+    # Imported here rather than at the top: matplotlib is optional, and pyplot picks a backend
+    # when first imported, which should not happen merely because daskdepth was imported.
+    try:
+        import matplotlib.pyplot as plt
+    except ImportError as exc:
+        raise ImportError(_INSTALL_HINT) from exc
+    return plt
+
+
+def _axes(ax: Axes | None) -> Axes:
+    plt = _pyplot()
+    return plt.gca() if ax is None else ax
+
+
+def _as_2d(X: Any) -> Any:
+    """``X`` as a 2-D array indexable by ``[:, j]`` without computing a dask array."""
+    if hasattr(X, "iloc"):  # pandas DataFrame: positional columns, like the other inputs
+        X = X.to_numpy()
+    elif not hasattr(X, "shape"):  # lists and other sequences
+        X = np.asarray(X)
+    if len(X.shape) != 2:
+        raise ValueError(f"X must be 2-D (n_samples, n_features), got shape {tuple(X.shape)}")
+    return X
+
+
+def _column(X: Any, j: int) -> np.ndarray:
+    """Column ``j`` of ``X`` as float64 NumPy (only that column of a dask array is computed)."""
+    return np.asarray(_as_2d(X)[:, j], dtype=np.float64)
+
+
+def _check_features(features: Sequence[int], n_features: int) -> tuple[int, int]:
+    feats = tuple(int(f) for f in features)
+    if len(feats) != 2:
+        raise ValueError(f"features must be two column indices, got {features!r}")
+    for f in feats:
+        if not -n_features <= f < n_features:
+            raise ValueError(f"feature index {f} is out of range for {n_features} features")
+    fx, fy = feats[0] % n_features, feats[1] % n_features  # negative indices count from the end
+    if fx == fy:
+        raise ValueError(f"features must be two distinct columns, got {features!r}")
+    return fx, fy
+
+
+def _feature_label(model: Any, j: int) -> str:
+    names = getattr(model, "feature_names_in_", None)
+    return str(names[j]) if names is not None else f"feature {j}"
+
+
+def _fitted(model: Any, attr: str) -> Any:
+    try:
+        return getattr(model, attr)
+    except AttributeError:
+        raise ValueError(
+            f"{type(model).__name__} has no {attr}: fit the model before plotting"
+        ) from None
+
+
+def depth_contours(
+    model: Any,
+    X: Any,
+    features: Sequence[int] = (0, 1),
+    ax: Axes | None = None,
+    levels: int | Sequence[float] = 10,
+    grid: int = 200,
+    *,
+    filled: bool = True,
+    margin: float = 0.1,
+    colorbar: bool = True,
+    **kwargs: Any,
+) -> ContourSet:
+    """Draw depth contours of a fitted model over two features.
+
+    The depth is evaluated by ``model.score_samples`` on a ``grid`` x ``grid`` mesh spanning the
+    range of ``X`` on the two features (widened by ``margin``). With more than two features, the
+    others are fixed at the model's ``location_``, so the picture is a slice through the centre of
+    the reference sample.
+
+    Parameters
+    ----------
+    model : fitted estimator
+        Anything with ``score_samples`` and ``n_features_in_`` (and ``location_`` when it has more
+        than two features), such as a fitted :class:`daskdepth.AIIRW` or :class:`daskdepth.IRW`.
+    X : array-like of shape (n_samples, n_features)
+        Data whose range on ``features`` sets the plotted window (NumPy, dask, xarray or pandas;
+        only the two columns are read).
+    features : pair of int, default=(0, 1)
+        Column indices drawn on the x and y axes.
+    ax : matplotlib Axes, optional
+        Axes to draw on; default the current Axes.
+    levels : int or sequence of float, default=10
+        Number of contour levels, or the depth values of the levels, as in
+        :meth:`matplotlib.axes.Axes.contour`.
+    grid : int, default=200
+        Grid points per axis (``grid ** 2`` depths are computed).
+    filled : bool, default=True
+        Filled contours (``contourf``) or lines only (``contour``).
+    margin : float, default=0.1
+        Share of each feature's range added on both sides of the window.
+    colorbar : bool, default=True
+        Add a colour bar labelled "depth" (not for a single line level).
+    **kwargs
+        Passed to ``contourf`` / ``contour`` (``cmap``, ``alpha``, ``linewidths``, ...).
+
+    Returns
+    -------
+    matplotlib.contour.ContourSet
+        The contours; ``.levels`` are the depth levels and ``.axes`` the Axes drawn on.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from matplotlib.figure import Figure  # no pyplot: works without a display
+    >>> import daskdepth
+    >>> from daskdepth.plot import depth_contours
+    >>> X = np.random.default_rng(0).normal(size=(300, 2)) * [3.0, 1.0]
+    >>> model = daskdepth.AIIRW(random_state=0).fit(X)
+    >>> ax = Figure().subplots()
+    >>> cs = depth_contours(model, X, ax=ax, levels=[0.1, 0.2, 0.3, 0.4], grid=40)
+    >>> [float(v) for v in cs.levels]
+    [0.1, 0.2, 0.3, 0.4]
+    """
+    ax = _axes(ax)
+    n_features = int(_fitted(model, "n_features_in_"))
+    fx, fy = _check_features(features, n_features)
+    if grid < 2:
+        raise ValueError(f"grid must be at least 2, got {grid}")
+
+    axes_values = []
+    for j in (fx, fy):
+        col = _column(X, j)
+        lo, hi = float(np.nanmin(col)), float(np.nanmax(col))
+        pad = margin * (hi - lo) if hi > lo else 1.0  # a constant column still gets a window
+        axes_values.append(np.linspace(lo - pad, hi + pad, grid))
+    gx, gy = np.meshgrid(*axes_values)
+
+    if n_features == 2:
+        base = np.zeros(2)
+    else:
+        base = np.asarray(_fitted(model, "location_"), dtype=np.float64)
+    points = np.tile(base, (gx.size, 1))
+    points[:, fx] = gx.ravel()
+    points[:, fy] = gy.ravel()
+    depth = np.asarray(model.score_samples(points), dtype=np.float64).reshape(gx.shape)
+
+    draw = ax.contourf if filled else ax.contour
+    kwargs.setdefault("cmap", "viridis")
+    cs = draw(gx, gy, depth, levels=levels, **kwargs)
+    ax.set_xlabel(_feature_label(model, fx))
+    ax.set_ylabel(_feature_label(model, fy))
+    if colorbar and len(cs.levels) > 1:  # matplotlib cannot make a bar from one line level
+        ax.figure.colorbar(cs, ax=ax, label="depth")
+    return cs
+
+
+def depth_histogram(
+    model: Any,
+    depth: Any,
+    ax: Axes | None = None,
+    bins: int | Sequence[float] | str = 50,
+    **kwargs: Any,
+) -> Axes:
+    """Histogram of depths with a vertical line at the model's ``offset_``.
+
+    Rows to the left of the line are those ``predict`` flags as outliers (depth below
+    ``offset_``); the legend gives their share among the finite depths.
+
+    Parameters
+    ----------
+    model : fitted estimator
+        Anything with an ``offset_`` attribute, such as a fitted :class:`daskdepth.AIIRW`.
+    depth : array-like of shape (n_samples,)
+        Depths, e.g. ``model.score_samples(X)`` (a dask array is computed). NaN depths (rows
+        omitted with ``nan_policy='omit'``) are left out.
+    ax : matplotlib Axes, optional
+        Axes to draw on; default the current Axes.
+    bins : int, sequence or str, default=50
+        As for :meth:`matplotlib.axes.Axes.hist`.
+    **kwargs
+        Passed to ``hist``.
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from matplotlib.figure import Figure  # no pyplot: works without a display
+    >>> import daskdepth
+    >>> from daskdepth.plot import depth_histogram
+    >>> X = np.random.default_rng(0).normal(size=(500, 3))
+    >>> model = daskdepth.AIIRW(random_state=0, contamination=0.05).fit(X)
+    >>> ax = depth_histogram(model, model.score_samples(X), ax=Figure().subplots(), bins=20)
+    >>> bool(ax.lines[0].get_xdata()[0] == model.offset_)
+    True
+    """
+    ax = _axes(ax)
+    offset = float(_fitted(model, "offset_"))
+    values = np.asarray(depth, dtype=np.float64).ravel()
+    values = values[np.isfinite(values)]
+    kwargs.setdefault("color", "tab:blue")
+    ax.hist(values, bins=bins, **kwargs)
+    share = float(np.mean(values < offset)) if values.size else float("nan")
+    ax.axvline(offset, color="tab:red", linestyle="--",
+               label=f"offset_ = {offset:.4g} ({share:.1%} of rows below)")
+    ax.set_xlabel("depth")
+    ax.set_ylabel("rows")
+    ax.legend()
+    return ax
+
+
+def depth_scatter(
+    X: Any,
+    depth: Any,
+    features: Sequence[int] = (0, 1),
+    ax: Axes | None = None,
+    *,
+    colorbar: bool = True,
+    **kwargs: Any,
+) -> PathCollection:
+    """Scatter plot of two features with points coloured by depth.
+
+    Points are drawn from the deepest to the least deep, so outlying points (low depth, dark with
+    the default ``viridis`` map) stay visible on top of the bulk.
+
+    Parameters
+    ----------
+    X : array-like of shape (n_samples, n_features)
+        Points (NumPy, dask, xarray or pandas; only the two columns are read).
+    depth : array-like of shape (n_samples,)
+        Depth of each row of ``X``, e.g. ``model.score_samples(X)``.
+    features : pair of int, default=(0, 1)
+        Column indices drawn on the x and y axes.
+    ax : matplotlib Axes, optional
+        Axes to draw on; default the current Axes.
+    colorbar : bool, default=True
+        Add a colour bar labelled "depth".
+    **kwargs
+        Passed to :meth:`matplotlib.axes.Axes.scatter` (``s``, ``cmap``, ``vmin``, ...).
+
+    Returns
+    -------
+    matplotlib.collections.PathCollection
+        The points, in drawing order; ``.axes`` is the Axes drawn on.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from matplotlib.figure import Figure  # no pyplot: works without a display
+    >>> import daskdepth
+    >>> from daskdepth.plot import depth_scatter
+    >>> X = np.random.default_rng(0).normal(size=(200, 2))
+    >>> depth = daskdepth.IRW(random_state=0).fit(X).score_samples(X)
+    >>> points = depth_scatter(X, depth, ax=Figure().subplots())
+    >>> points.get_offsets().shape
+    (200, 2)
+    """
+    ax = _axes(ax)
+    d = np.asarray(depth, dtype=np.float64).ravel()
+    X = _as_2d(X)
+    fx, fy = _check_features(features, int(X.shape[1]))
+    x, y = _column(X, fx), _column(X, fy)
+    if not x.shape == y.shape == d.shape:
+        raise ValueError(f"X has {x.shape[0]} rows but depth has {d.shape[0]} values")
+    order = np.argsort(-d, kind="stable")  # deepest first, outliers drawn last (on top)
+    kwargs.setdefault("cmap", "viridis")
+    kwargs.setdefault("s", 8)
+    points = ax.scatter(x[order], y[order], c=d[order], **kwargs)
+    ax.set_xlabel(f"feature {fx}")
+    ax.set_ylabel(f"feature {fy}")
+    if colorbar:
+        ax.figure.colorbar(points, ax=ax, label="depth")
+    return points
