@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -217,6 +218,62 @@ def test_large_offset_small_spread_whitening(n):
     zc = z[q] - z.mean(axis=0)
     maha = np.einsum("ij,jk,ik->i", zc, np.linalg.inv(np.cov(z.T)), zc)
     assert np.corrcoef(d_off, maha)[0, 1] < -0.8
+
+
+#: Row chunkings of the offset data: one chunk, even, uneven, many small.
+OFFSET_CHUNKS = (None, 10_000, 3_333, 2_593, 1_000)
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e9, 1e12])
+@pytest.mark.parametrize("covariance", ["sample", "ledoit-wolf"])
+def test_large_offset_depths_do_not_depend_on_chunking(offset, covariance):
+    # Timestamps or projected coordinates: a common offset far above the spread.
+    # Chunked moments must stay accurate enough for the canonical rounding of the
+    # covariance to absorb their noise, so the directions and depths are the same
+    # bits for NumPy input and every chunking.
+    x = gaussian_data(10_000, 3, seed=21) + offset
+    queries = x[:: 7]
+    for tol in (0.0, 1e-4):
+        fitted = [
+            _model("ai-irw", n_directions=30, tol=tol, covariance=covariance).fit(
+                x if rows is None else chunked(x, rows))
+            for rows in OFFSET_CHUNKS
+        ]
+        ref = fitted[0]
+        d_ref = ref.score_samples(queries)
+        for model in fitted[1:]:
+            np.testing.assert_allclose(model.covariance_, ref.covariance_, rtol=1e-14,
+                                       atol=0)
+            np.testing.assert_array_equal(model.directions_, ref.directions_)
+            np.testing.assert_array_equal(model.score_samples(queries), d_ref)
+    # And the certified bound holds against the oracle for those directions.
+    exact = exact_depth_of_model(ref, x, queries)
+    assert np.abs(d_ref - exact).max() <= ref.error_bound_ + EPS
+
+
+@pytest.mark.parametrize("offset", [1e6, 1e9, 1e12])
+def test_chunked_moments_keep_the_precision_of_the_spread(offset):
+    # The scatter of offset rows merged over many chunks (Chan merge) equals the
+    # one-chunk scatter to rounding level, whichever row comes first in a chunk.
+    from daskdepth.kernels.moments import chunk_moments, merge_moments  # test-only import
+
+    rng = np.random.default_rng(3)
+    x = rng.normal(size=(20_000, 3)) + offset
+    x[0] = [0.0, 1.0, 2.0]  # an outlying first row must not round the others
+    x[1] = x[1] - 0.5 * offset
+    whole = chunk_moments(x, np.ones(x.shape[0], dtype=bool))
+    for rows in (7, 1_000, 7_777):
+        parts = [chunk_moments(x[i:i + rows], np.ones(min(rows, x.shape[0] - i), dtype=bool))
+                 for i in range(0, x.shape[0], rows)]
+        merged = parts[0]
+        for p in parts[1:]:
+            merged = merge_moments(merged, p)
+        assert merged.count == whole.count
+        sd = np.sqrt(np.diag(whole.scatter))
+        err = np.abs(merged.scatter - whole.scatter) / np.outer(sd, sd)
+        assert err.max() < 1e-13, (rows, err.max())
+        exact_mean = np.array([math.fsum(col) for col in x.T]) / x.shape[0]
+        np.testing.assert_allclose(merged.mean + merged.mean_lo, exact_mean, rtol=1e-15)
 
 
 def test_depth_in_range_continuous_data(big):

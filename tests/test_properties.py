@@ -11,8 +11,9 @@ from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
-from oracle import exact_depth_of_model
+from oracle import exact_depth, exact_depth_of_model
 from scipy.stats import kendalltau, special_ortho_group
+from sklearn.datasets import load_breast_cancer
 
 import daskdepth
 
@@ -161,6 +162,44 @@ def test_ai_irw_affine_invariance(seed):
     dy = daskdepth.score(y, n_directions=3000, random_state=seed + 1)
     tau = kendalltau(dx, dy)[0]
     assert tau >= 0.94  # IRW's falls to 0.3-0.5 (test_irw_is_not_affine_invariant)
+
+
+def _cholesky_ai_irw(x: np.ndarray, u: np.ndarray) -> np.ndarray:
+    """Exact in-sample AI-IRW with Cholesky whitening: directions ``L^-T u``."""
+    cov = np.cov(x.T)
+    w = np.linalg.inv(np.linalg.cholesky(cov)).T
+    return exact_depth(x, x, x.mean(axis=0), u @ w.T)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_ai_irw_affine_invariance_on_full_rank_ill_conditioned_data(seed):
+    # Breast cancer (569 x 30, covariance condition about 6e11) after a random,
+    # well-conditioned affine map (condition 7): the covariance stays positive
+    # definite (about 1e12), so the fit keeps rank 30, says nothing about linear
+    # combinations, and ranks the rows as an exact AI-IRW with Cholesky whitening.
+    x = load_breast_cancer().data
+    rng = np.random.default_rng(seed)
+    q1, _, q2 = np.linalg.svd(rng.normal(size=(30, 30)))
+    a = q1 @ np.diag(np.linspace(1.0, 7.0, 30)) @ q2
+    y = x @ a + rng.normal(size=30) * 100
+    m = 3000
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
+        mx = daskdepth.AIIRW(n_directions=m, tol=0, random_state=seed).fit(x)
+        my = daskdepth.AIIRW(n_directions=m, tol=0, random_state=seed).fit(y)
+        mp = daskdepth.AIIRW(n_directions=m, tol=0, random_state=seed,
+                             covariance=np.cov(y.T)).fit(y)
+    assert mx.covariance_rank_ == my.covariance_rank_ == mp.covariance_rank_ == 30
+    dx, dy = mx.score_samples(x), my.score_samples(y)
+    tau = kendalltau(dx, dy)[0]
+    u = np.random.default_rng(seed).normal(size=(m, 30))
+    u /= np.linalg.norm(u, axis=1, keepdims=True)
+    exact_tau = kendalltau(_cholesky_ai_irw(x, u), _cholesky_ai_irw(y, u))[0]
+    assert tau >= 0.94 and tau >= exact_tau - 0.02, (tau, exact_tau)
+    assert kendalltau(dy, mp.score_samples(y))[0] >= 0.99
+    # The directions whiten the covariance of y to within its rounding (cond about 1e12).
+    var = np.einsum("ij,jk,ik->i", my.directions_, my.covariance_, my.directions_)
+    np.testing.assert_allclose(var, 1.0, rtol=1e-4)
 
 
 def test_irw_is_not_affine_invariant():

@@ -189,7 +189,8 @@ class DaskEvaluator:
     def _to_z(self, m: Moments | None) -> Moments | None:
         if m is None:
             return None
-        return Moments(m.count, (m.mean - self.mean) @ self.basis,
+        lo = m.mean_lo if m.mean_lo is not None else 0.0
+        return Moments(m.count, ((m.mean - self.mean) + lo) @ self.basis,
                        self.basis.T @ m.scatter @ self.basis)
 
     def _pass(self, loc_x: np.ndarray, w_x: np.ndarray, bracket: tuple | None,
@@ -328,7 +329,7 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     """
     frac = check_support_fraction(support_fraction)
     d = mean.shape[0]
-    subspace = principal_subspace(sample_covariance(n, scatter))
+    subspace = principal_subspace(sample_covariance(n, scatter), mean)
     if subspace is None:
         zero = np.zeros((d, d))
         return MCDResult(mean, zero, mean, zero, n, 1.0, 0.0, -np.inf)

@@ -12,7 +12,7 @@ from dask.base import tokenize
 from ..covariance.estimate import resolve_covariance
 from ..errors import CovarianceRankWarning, SummaryMemoryWarning, nan_rows_message
 from ..kernels.directions import draw_directions
-from ..kernels.whitening import canonical_covariance, whitening
+from ..kernels.whitening import whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
 from ..runtime.client import phase
@@ -82,7 +82,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     _check_rows(mom, n_total, nan_policy)
     location, cov = resolve_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x,
                                        seed=seed, token=token)
-    w, rank = _whitening(cov, mom) if depth == "ai-irw" else (None, d)
+    w, rank = _whitening(cov, location, mom) if depth == "ai-irw" else (None, d)
     m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
     # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
@@ -108,8 +108,13 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
         )
 
 
-def _whitening(cov: np.ndarray, mom: ChunkMoments) -> tuple[np.ndarray, int]:
-    """AI-IRW's whitening map of ``cov`` and its rank (warning when singular)."""
+def _whitening(cov: np.ndarray, location: np.ndarray,
+               mom: ChunkMoments) -> tuple[np.ndarray, int]:
+    """AI-IRW's whitening map of ``cov`` and its rank (warning when singular).
+
+    The rank counts the directions whose variance is above what rounding of values
+    around ``location`` explains (:func:`daskdepth.kernels.whitening.whitening`).
+    """
     d = cov.shape[0]
     if not cov.any() and np.ptp(mom.sample, axis=0).any():
         raise ValueError(
@@ -118,7 +123,7 @@ def _whitening(cov: np.ndarray, mom: ChunkMoments) -> tuple[np.ndarray, int]:
             f"{np.abs(mom.sample).max():.1e}) for float64 squares; rescale the features, "
             "e.g. multiply them by a common factor"
         )
-    w, rank = whitening(canonical_covariance(cov))
+    w, rank = whitening(cov, location)
     if rank < d:
         warnings.warn(
             f"the covariance has rank {rank} < {d} features (some features are linear "

@@ -2,7 +2,8 @@
 
 Moments are :class:`Moments` records ``(count, mean, scatter)``; the count may
 be fractional (a weighted share of tied rows, see :func:`support_moments`).
-Merges use the Chan et al. pairwise update, which is numerically stable.
+Merges use the Chan et al. pairwise update, which is numerically stable, with
+means carried as double-doubles so that a large common offset costs no precision.
 """
 
 from __future__ import annotations
@@ -14,21 +15,54 @@ import numpy as np
 from ._jit import kernel
 
 
-def chunk_moments(x: np.ndarray, finite: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """Count, mean and centred scatter matrix of the finite rows of a chunk.
+class Moments(NamedTuple):
+    """Count (possibly fractional: a weighted share of tied rows), mean and centred scatter.
 
-    Rows are shifted by the first finite row before summing so that a large
-    common offset does not cost precision (two passes within the chunk).
+    ``mean_lo`` is the low part of the mean as a double-double (``mean +
+    mean_lo``; None means zero): merges use it so that a large offset costs no
+    precision (see :func:`merge_moments`).
+    """
+
+    count: float
+    mean: np.ndarray
+    scatter: np.ndarray
+    mean_lo: np.ndarray | None = None
+
+
+def chunk_moments(x: np.ndarray, finite: np.ndarray) -> Moments:
+    """Count, mean (double-double) and centred scatter matrix of the finite rows of a chunk.
+
+    Rows are shifted by a reference close to their mean before summing: with a
+    large common offset the shifted values are exact (Sterbenz: rows within a
+    factor of 2 of the reference), so the scatter keeps the precision of the
+    spread, not of the offset.  The mean is the reference plus the mean shift,
+    kept exactly as ``mean + mean_lo``.
     """
     d = x.shape[1]
     xv = x if finite.all() else x[finite]
     n = xv.shape[0]
     if n == 0:
-        return 0, np.zeros(d), np.zeros((d, d))
-    y = xv - xv[0]
+        return Moments(0, np.zeros(d), np.zeros((d, d)), np.zeros(d))
+    # The rounded mean, not the first row: an outlying first row would round the others.
+    ref = xv.mean(axis=0)
+    if not np.isfinite(ref).all():  # the sum overflows: any row will do (squares overflow too)
+        ref = xv[0].copy()
+    y = xv - ref
     mu = y.mean(axis=0)
     z = y - mu
-    return n, xv[0] + mu, z.T @ z
+    mean, lo = two_sum(ref, mu)
+    return Moments(n, mean, z.T @ z, lo)
+
+
+def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``s = fl(a + b)`` and the rounding error ``e``, so that ``a + b = s + e`` exactly.
+
+    Knuth's TwoSum, elementwise; ``e`` is 0 where ``s`` is not finite.
+    """
+    s = a + b
+    bv = s - a
+    e = (a - (s - bv)) + (b - bv)
+    return s, np.where(np.isfinite(e), e, 0.0)
 
 
 @kernel
@@ -70,27 +104,28 @@ def add_dd(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.stack([hi, err - (hi - t)])
 
 
-def merge_moments(a, b):
-    """Chan et al. pairwise merge of (count, mean, scatter) triples."""
-    na, ma, sa = a
-    nb, mb, sb = b
-    if na == 0:
+def merge_moments(a: Moments, b: Moments) -> Moments:
+    """Chan et al. pairwise merge of two :class:`Moments`, means carried as double-doubles.
+
+    The difference of the means is what the merge amplifies: the high parts are
+    subtracted exactly (TwoSum) and the low parts added, so that a common offset
+    far above the spread (timestamps, projected coordinates) does not round the
+    between-chunk term, and the merged scatter keeps the precision of one chunk's.
+    """
+    if a.count == 0:
         return b
-    if nb == 0:
+    if b.count == 0:
         return a
-    n = na + nb
-    delta = mb - ma
-    mean = ma + delta * (nb / n)
-    scatter = sa + sb + np.outer(delta, delta) * (na * nb / n)
-    return n, mean, scatter
-
-
-class Moments(NamedTuple):
-    """Count (possibly fractional: a weighted share of tied rows), mean and centred scatter."""
-
-    count: float
-    mean: np.ndarray
-    scatter: np.ndarray
+    n = a.count + b.count
+    a_lo = a.mean_lo if a.mean_lo is not None else 0.0
+    b_lo = b.mean_lo if b.mean_lo is not None else 0.0
+    hi, lo = two_sum(b.mean, -a.mean)
+    delta = hi + (lo + (b_lo - a_lo))
+    mean, err = two_sum(a.mean, delta * (b.count / n))
+    low = a_lo + err
+    top = mean + low
+    scatter = a.scatter + b.scatter + np.outer(delta, delta) * (a.count * b.count / n)
+    return Moments(n, top, scatter, np.where(np.isfinite(top), low - (top - mean), 0.0))
 
 
 def moments_of(x: np.ndarray, mask: np.ndarray | None = None) -> Moments:
@@ -98,21 +133,21 @@ def moments_of(x: np.ndarray, mask: np.ndarray | None = None) -> Moments:
     x = np.asarray(x, dtype=np.float64)
     if mask is None:
         mask = np.ones(x.shape[0], dtype=bool)
-    n, mean, scatter = chunk_moments(x, mask)
-    return Moments(float(n), mean, scatter)
+    m = chunk_moments(x, mask)
+    return m._replace(count=float(m.count))
 
 
 def merge_weighted(a: Moments, b: Moments, weight: float = 1.0) -> Moments:
     """Moments of the union of ``a`` and ``b``, each row of ``b`` counted ``weight`` times."""
     if weight != 1.0:
-        b = Moments(b.count * weight, b.mean, b.scatter * weight)
-    n, mean, scatter = merge_moments(a, b)
-    return Moments(float(n), mean, scatter)
+        b = b._replace(count=b.count * weight, scatter=b.scatter * weight)
+    m = merge_moments(a, b)
+    return m._replace(count=float(m.count))
 
 
 def empty_moments(d: int) -> Moments:
     """The moments of no rows."""
-    return Moments(0.0, np.zeros(d), np.zeros((d, d)))
+    return Moments(0.0, np.zeros(d), np.zeros((d, d)), np.zeros(d))
 
 
 def support_moments(x: np.ndarray, d2: np.ndarray, h: int, base: Moments | None = None,

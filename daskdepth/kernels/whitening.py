@@ -3,13 +3,16 @@
 Every rank decision on a covariance is made here, in correlation scale (so
 that features of very different scales are treated alike):
 
-* :data:`SUBSPACE_RTOL` decides the principal subspace of the data (AI-IRW's
-  whitening, the MCD's coordinates);
+* :func:`rank_split` decides the principal subspace of the data (AI-IRW's
+  whitening, the MCD's coordinates): the directions whose variance exceeds what
+  rounding explains (:func:`noise_floor`), an affine-invariant test up to rounding;
 * :data:`EXACT_FIT_RTOL` decides an exact fit inside the MCD's C-steps
   (rounding level, as scikit-learn's ``pinvh``).
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numpy as np
 import scipy.linalg
@@ -85,14 +88,27 @@ def _whiten_cholesky(corr: np.ndarray, live: np.ndarray, sd: np.ndarray
 
 
 #: Correlations are rounded to multiples of ``2**-CANONICAL_BITS`` and standard
-#: deviations to that many significant bits (see :func:`canonical_covariance`).
+#: deviations to that many significant bits (see :func:`canonical_covariance`),
+#: unless the covariance is so ill-conditioned that this would move its smallest
+#: eigenvalue (see :func:`canonical_bits`).
 CANONICAL_BITS = 36
 
 
-#: Eigenvalues of the correlation matrix below ``SUBSPACE_RTOL * d`` times the largest
-#: are treated as zero: well above the rounding above, far below any direction a
-#: depth could resolve.
-SUBSPACE_RTOL = 1e-9
+#: The rounding may move the smallest kept eigenvalue of the correlation matrix
+#: by at most ``2**-CANONICAL_MARGIN`` of itself (see :func:`canonical_bits`).
+CANONICAL_MARGIN = 20
+
+
+#: Arithmetic noise of a computed correlation matrix, in units of ``d * eps``:
+#: the summation errors of chunked scatter sums (measured below 20 eps on
+#: 2e6-row chunks) and the backward error of the eigensolver.
+ARITH_FLOOR = 64
+
+
+#: Rounding of the stored values, in units of ``eps`` times their magnitude
+#: (``|mean| + sd``): a combination of features computed in floating point holds
+#: only up to that, so with a large offset its residual variance is far above ``eps``.
+VALUE_FLOOR = 4
 
 
 def sample_covariance(n: int, scatter: np.ndarray) -> np.ndarray:
@@ -101,14 +117,15 @@ def sample_covariance(n: int, scatter: np.ndarray) -> np.ndarray:
     return (cov + cov.T) / 2
 
 
-def canonical_covariance(covariance: np.ndarray) -> np.ndarray:
+def canonical_covariance(covariance: np.ndarray, bits: int = CANONICAL_BITS) -> np.ndarray:
     """``covariance`` rounded in correlation scale, so chunking noise cannot move it.
 
     Chunked moment merges differ in the last bits from one chunking to another;
     whitening can amplify that, and a depth counts ranks, so a flipped near-tie
-    would show.  Rounding correlations to ``2**-36`` and standard deviations to 36
-    significant bits (a relative change below 1e-10) gives the same matrix for
-    every chunking except when a value lies within ~1e-16 of a rounding point.
+    would show.  Rounding correlations to ``2**-bits`` and standard deviations to
+    ``bits`` significant bits (a relative change below 1e-10 for 36 bits) gives
+    the same matrix for every chunking except when a value lies within its noise
+    (about 1e-15) of a rounding point.
     """
     cov = np.asarray(covariance, dtype=np.float64)
     if not np.isfinite(cov).all():
@@ -116,7 +133,7 @@ def canonical_covariance(covariance: np.ndarray) -> np.ndarray:
     sd = np.sqrt(np.clip(np.diag(cov), 0, None))
     safe = np.where(sd > 0, sd, 1.0)
     corr = np.clip(cov / np.outer(safe, safe), -1.0, 1.0)
-    step = 2.0 ** -CANONICAL_BITS
+    step = 2.0 ** -bits
     corr = np.round(corr / step) * step
     mant, expo = np.frexp(sd)
     sd = np.ldexp(np.round(mant / step) * step, expo)
@@ -124,7 +141,76 @@ def canonical_covariance(covariance: np.ndarray) -> np.ndarray:
     return (out + out.T) / 2
 
 
-def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
+def noise_floor(sd: np.ndarray, location: np.ndarray, d: int) -> np.ndarray:
+    """Variance of each feature that rounding alone explains, in correlation scale.
+
+    ``d * (ARITH_FLOOR * eps + (VALUE_FLOOR * eps * (|location| + sd) / sd)^2)``:
+    the arithmetic noise of a computed correlation matrix, and the rounding of
+    values of that magnitude (an offset far above the spread makes it large).
+    A direction whose variance is within this floor cannot be told from an
+    exact linear relation between features.
+    """
+    eps = np.finfo(np.float64).eps
+    with np.errstate(over="ignore"):
+        rel = VALUE_FLOOR * eps * (np.abs(location) + sd) / sd
+        return d * (ARITH_FLOOR * eps + rel * rel)
+
+
+class RankSplit(NamedTuple):
+    """Generalized eigenpairs of ``(C, diag(floor))``: values, vectors, which are kept.
+
+    ``C v = g diag(floor) v``: a direction ``v`` (correlation coordinates) whose
+    variance is at most its noise floor (``g <= 1``) is null.  Only rounding
+    enters this test, so it is as affine invariant as floating point allows: a
+    full-rank covariance keeps its rank however ill-conditioned, until rounding
+    hides a direction.
+    """
+
+    values: np.ndarray
+    vectors: np.ndarray
+    keep: np.ndarray
+
+
+def rank_split(corr: np.ndarray, floor: np.ndarray) -> RankSplit:
+    """:class:`RankSplit` of the correlation matrix ``corr`` over the noise ``floor``."""
+    r = 1.0 / np.sqrt(floor)
+    m = corr * np.outer(r, r)
+    vals, vecs = np.linalg.eigh((m + m.T) / 2)
+    return RankSplit(vals, vecs * r[:, None], vals > 1.0)
+
+
+def canonical_bits(smallest: float, d: int) -> int:
+    """Bits of :func:`canonical_covariance` that keep the smallest kept eigenvalue.
+
+    Rounding every entry by up to half a step moves an eigenvalue of the
+    correlation matrix by up to ``d`` half-steps; the step is at most
+    ``2**-CANONICAL_MARGIN * smallest / d``, and at most ``2**-CANONICAL_BITS``.
+    Below a smallest eigenvalue of about ``d * 2**-17`` the step shrinks with it,
+    and chunking noise (about 1e-15) may then move the rounded matrix: an
+    ill-conditioned covariance is whitened accurately, reproducibly only to
+    about 1e-16 times its condition number.
+    """
+    if not np.isfinite(smallest) or smallest <= 0:
+        return CANONICAL_BITS
+    need = CANONICAL_MARGIN - 1 - np.log2(smallest / d)
+    return int(max(CANONICAL_BITS, np.ceil(need)))
+
+
+def _live_split(cov: np.ndarray, location: np.ndarray, d: int,
+                extra: float = 0.0) -> tuple[np.ndarray, np.ndarray, RankSplit, np.ndarray]:
+    """Standard deviations, live features, their correlation and its :class:`RankSplit`.
+
+    ``extra`` is added to the noise floor (the rounding of a canonical matrix).
+    """
+    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
+    live = sd > 0
+    corr = cov[np.ix_(live, live)] / np.outer(sd[live], sd[live])
+    floor = noise_floor(sd[live], location[live], d) + extra
+    return sd, live, rank_split(corr, floor), corr
+
+
+def whitening(covariance: np.ndarray,
+              location: np.ndarray | None = None) -> tuple[np.ndarray, int]:
     """``W`` (d x r) with ``W W^T`` the pseudo-inverse of ``covariance`` and its rank ``r``.
 
     Computed in correlation scale, ``covariance = S C S`` with ``S`` the standard
@@ -132,6 +218,13 @@ def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
     of ``C``.  Projecting a centred point on ``W u`` measures it in standard
     deviations of the principal subspace and ignores directions of zero variance
     (constant features, or features that are combinations of others).
+
+    The rank counts the directions whose variance exceeds what rounding explains
+    (:func:`noise_floor`; ``location``, the data's centre, raises it for data far
+    from the origin), not a condition-number threshold, so a full-rank but
+    ill-conditioned covariance keeps its rank.  ``W`` comes from
+    :func:`canonical_covariance` of ``covariance`` with :func:`canonical_bits`
+    for its smallest kept eigenvalue, so that chunking noise does not move it.
     """
     cov = np.asarray(covariance, dtype=np.float64)
     d = cov.shape[0]
@@ -141,65 +234,70 @@ def whitening(covariance: np.ndarray) -> tuple[np.ndarray, int]:
             "in scale (squares above 1e308); rescale the features, e.g. divide them by a "
             "common factor"
         )
-    sd = np.sqrt(np.clip(np.diag(cov), 0, None))
-    live = sd > 0
-    if not live.any():
+    if not (np.diag(cov) > 0).any():
         raise ValueError(
             "the covariance of the reference data is zero: every feature is constant, so "
             "there is no direction along which to rank points; check the input"
         )
-    vals, vecs, keep = _scaled_eigh(cov[np.ix_(live, live)], sd[live], d)
-    if live.all() and keep.all():
-        w = vecs / np.sqrt(vals) / sd[:, None]
+    loc = np.zeros(d) if location is None else np.asarray(location, dtype=np.float64)
+    # The rank, and so the rounding step, from the matrix as computed; then the
+    # whitening from the rounded matrix, with the rounding added to the floor.
+    sd, live, split, _ = _live_split(cov, loc, d)
+    smallest = 0.0
+    if split.keep.any():
+        floor = noise_floor(sd[live], loc[live], d)
+        smallest = float(split.values[split.keep].min() * floor.min())
+    bits = canonical_bits(smallest, d)
+    cov = canonical_covariance(cov, bits)
+    sd, live, split, corr = _live_split(cov, loc, d, d * 2.0 ** -bits)
+    if live.all() and split.keep.all():
+        vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
+        w = vecs / np.sqrt(np.clip(vals, np.finfo(float).tiny, None)) / sd[:, None]
         return w[:, ::-1].copy(), d
     # Singular: the null space in input coordinates is spanned by the constant
-    # features and S^-1 times the null eigenvectors of the correlation matrix.
+    # features and S^-1 times the null directions of the correlation matrix.
     # Whitening within its orthogonal complement Q gives W W^T = covariance^+ and
     # directions orthogonal to the null space, as the principal-subspace recipe says.
     null = [np.eye(d)[:, k] for k in np.flatnonzero(~live)]
-    for u in vecs[:, ~keep].T:
+    for u in split.vectors[:, ~split.keep].T:
         v = np.zeros(d)
         v[live] = u / sd[live]
         null.append(v)
     q = scipy.linalg.null_space(np.array(null))
     sub = q.T @ cov @ q
     sub_sd = np.sqrt(np.clip(np.diag(sub), 0, None))
-    vals, vecs, _ = _scaled_eigh(sub, np.where(sub_sd > 0, sub_sd, 1.0), d)
+    corr = sub / np.outer(np.where(sub_sd > 0, sub_sd, 1.0), np.where(sub_sd > 0, sub_sd, 1.0))
+    vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
     w = q @ (vecs / np.sqrt(np.clip(vals, np.finfo(float).tiny, None)) / sub_sd[:, None])
     return w[:, ::-1].copy(), int(q.shape[1])
 
 
-def _scaled_eigh(cov: np.ndarray, sd: np.ndarray,
-                 d: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Eigenpairs of the correlation matrix ``cov / (sd sd^T)`` and which are non-null."""
-    corr = cov / np.outer(sd, sd)
-    vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
-    return vals, vecs, vals > SUBSPACE_RTOL * d * vals.max()
-
-
-def principal_subspace(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
+def principal_subspace(cov: np.ndarray,
+                       location: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray] | None:
     """Coordinates of the affine subspace the data span: ``(basis, back)`` or None.
 
     ``z = (x - mean) @ basis`` and ``x = mean + back @ z`` for rows in it.  Full
     rank data keep their own coordinates (identity maps, so that a feature
     constant over the MCD support keeps exactly zero variance); otherwise
-    constant features are dropped and the rest is reduced to the leading
-    eigenvectors of the correlation matrix.  None when every feature is constant.
+    constant features are dropped and the rest is reduced to the directions
+    above the noise floor of :func:`rank_split` (the rank test of
+    :func:`whitening`, ``location`` the data's centre).  None when every feature
+    is constant.
     """
     d = cov.shape[0]
     var = np.diag(cov)
-    live = (var > 0) & np.isfinite(var)
-    if not live.any():
+    if not ((var > 0) & np.isfinite(var)).any():
         return None
-    sd = np.sqrt(var[live])
-    corr = cov[np.ix_(live, live)] / np.outer(sd, sd)
-    vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
-    keep = vals > SUBSPACE_RTOL * d * vals.max()
-    if live.all() and keep.all():
+    loc = np.zeros(d) if location is None else np.asarray(location, dtype=np.float64)
+    sd, live, split, corr = _live_split(cov, loc, d)
+    if live.all() and split.keep.all():
         return np.eye(d), np.eye(d)
-    e = vecs[:, keep][:, ::-1]
+    # The rows satisfy v^T c = 0 (c in correlation scale) for each null direction
+    # v: an orthonormal basis of that complement.
+    null = split.vectors[:, ~split.keep]
+    e = scipy.linalg.null_space(null.T) if null.shape[1] else np.eye(int(live.sum()))
     basis = np.zeros((d, e.shape[1]))
     back = np.zeros((d, e.shape[1]))
-    basis[live] = e / sd[:, None]
-    back[live] = e * sd[:, None]
+    basis[live] = e / sd[live, None]
+    back[live] = e * sd[live, None]
     return basis, back

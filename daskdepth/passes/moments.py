@@ -10,7 +10,7 @@ import numpy as np
 
 from ..errors import MAX_BAD_ROWS
 from ..kernels.hashing import keyed_sample
-from ..kernels.moments import add_dd, chunk_moments, column_sums_dd, merge_moments
+from ..kernels.moments import Moments, add_dd, chunk_moments, column_sums_dd, merge_moments
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
@@ -27,6 +27,12 @@ class ChunkMoments:
     bad_rows: np.ndarray
     sample: np.ndarray
     total: np.ndarray  # column sums as double-double (2, d)
+    mean_lo: np.ndarray  # low part of ``mean`` as a double-double, for exact merges
+
+    @property
+    def moments(self) -> Moments:
+        """Count, mean and scatter as a :class:`~daskdepth.kernels.moments.Moments` record."""
+        return Moments(self.n, self.mean, self.scatter, self.mean_lo)
 
     @property
     def exact_mean(self) -> np.ndarray:
@@ -37,22 +43,22 @@ class ChunkMoments:
 def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkMoments:
     x = np.asarray(x, dtype=np.float64)
     finite = np.isfinite(x).all(axis=1)
-    n, mean, scatter = chunk_moments(x, finite)
+    mom = chunk_moments(x, finite)
     bad = np.flatnonzero(~finite)
     keep = finite & keyed_sample(row_start, x.shape[0], seed, p)
-    return ChunkMoments(n, mean, scatter, int(bad.size), row_start + bad[:MAX_BAD_ROWS],
-                        x[keep], column_sums_dd(x, finite))
+    return ChunkMoments(int(mom.count), mom.mean, mom.scatter, int(bad.size),
+                        row_start + bad[:MAX_BAD_ROWS], x[keep], column_sums_dd(x, finite),
+                        mom.mean_lo)
 
 
 def _moments_merge(*parts: ChunkMoments) -> ChunkMoments:
     out = parts[0]
     for b in parts[1:]:
-        n, mean, scatter = merge_moments((out.n, out.mean, out.scatter),
-                                         (b.n, b.mean, b.scatter))
+        mom = merge_moments(out.moments, b.moments)
         out = ChunkMoments(
-            n, mean, scatter, out.n_bad + b.n_bad,
+            int(mom.count), mom.mean, mom.scatter, out.n_bad + b.n_bad,
             np.concatenate([out.bad_rows, b.bad_rows])[:MAX_BAD_ROWS],
-            np.concatenate([out.sample, b.sample]), add_dd(out.total, b.total),
+            np.concatenate([out.sample, b.sample]), add_dd(out.total, b.total), mom.mean_lo,
         )
     return out
 

@@ -1,0 +1,136 @@
+"""The rank of a covariance: affine invariant up to rounding, true deficiency detected.
+
+A covariance is rank deficient when a direction of the data has no more variance
+than rounding explains (constant features, exact linear combinations), however
+ill-conditioned the rest; the whitening of a full-rank covariance whitens it.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import daskdepth
+from daskdepth.kernels.whitening import (
+    canonical_bits,
+    principal_subspace,
+    whitening,
+)
+
+
+def _conditioned(d: int, cond: float, seed: int) -> np.ndarray:
+    """A random covariance with eigenvalues spread log-uniformly over ``cond``."""
+    rng = np.random.default_rng(seed)
+    q = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    vals = np.logspace(0, -np.log10(cond), d)
+    cov = (q * vals) @ q.T
+    return (cov + cov.T) / 2
+
+
+def _map(d: int, cond: float, seed: int) -> np.ndarray:
+    """A random linear map with singular values from 1 to ``cond``."""
+    rng = np.random.default_rng(seed)
+    u, _, vt = np.linalg.svd(rng.normal(size=(d, d)))
+    return u @ np.diag(np.linspace(1.0, cond, d)) @ vt
+
+
+def _residual(w: np.ndarray, cov: np.ndarray) -> float:
+    return float(np.abs(w.T @ cov @ w - np.eye(w.shape[1])).max())
+
+
+@settings(max_examples=40, deadline=None)
+@given(d=st.integers(2, 30), log_cond=st.floats(0, 12), seed=st.integers(0, 2**31))
+def test_full_rank_keeps_its_rank_however_ill_conditioned(d, log_cond, seed):
+    # Up to condition 1e12 the matrix is far from singular in float64: full rank,
+    # and W whitens it to within about eps * condition.
+    cov = _conditioned(d, 10.0 ** log_cond, seed) * np.random.default_rng(seed).uniform(
+        1e-3, 1e3)
+    w, rank = whitening(cov)
+    assert rank == d
+    assert _residual(w, cov) <= 1e-12 * 10.0 ** log_cond + 1e-9
+    assert principal_subspace(cov) is not None
+    np.testing.assert_array_equal(principal_subspace(cov)[0], np.eye(d))
+
+
+@settings(max_examples=30, deadline=None)
+@given(k=st.integers(1, 8), extra=st.integers(1, 4), seed=st.integers(0, 2**31),
+       offset=st.sampled_from([0.0, 1.0, 1e3, 1e6, 1e9]),
+       spread=st.sampled_from([1e-3, 1.0, 1e3]), cond=st.sampled_from([1.0, 7.0, 1e3]))
+def test_exact_linear_combinations_are_found_whatever_the_affine_map(k, extra, seed, offset,
+                                                                     spread, cond):
+    # k independent features, then `extra` features computed (in floating point)
+    # as combinations of them, all mapped by a random affine map: rank k, and the
+    # null directions are the relations.
+    rng = np.random.default_rng(seed)
+    base = rng.normal(size=(400, k)) * spread
+    x = np.hstack([base, base @ rng.normal(size=(k, extra))])
+    d = k + extra
+    y = x @ _map(d, cond, seed) + offset
+    cov, loc = np.cov(y.T), y.mean(axis=0)
+    w, rank = whitening(cov, loc)
+    assert rank == k
+    assert _residual(w, cov) <= 1e-6
+    basis, back = principal_subspace(cov, loc)
+    assert basis.shape == (d, k)
+    np.testing.assert_allclose(loc + (y - loc) @ basis @ back.T, y, rtol=0,
+                               atol=1e-9 * (offset + spread * cond * d))
+
+
+def test_constant_features_and_combinations_together():
+    rng = np.random.default_rng(0)
+    b = rng.normal(size=(500, 3)) * [1.0, 3.0, 0.01]
+    x = np.column_stack([b, b[:, 0] + b[:, 1], np.full(500, 2.0)])
+    w, rank = whitening(np.cov(x.T), x.mean(axis=0))
+    assert rank == 3
+    assert np.abs(w[4]).max() == 0  # the constant feature gets no weight
+    # Orthogonal to the relation up to the 36-bit canonical rounding (a 2^-37
+    # change of a correlation tilts the null direction by about that over the gap).
+    null = np.array([1.0, 1.0, 0.0, -1.0, 0.0])
+    assert np.abs(null @ w).max() <= 1e-8 * np.abs(w).max()
+
+
+def test_large_offset_combination_is_rank_deficient():
+    # Timestamps-like data: x3 = x1 + x2 holds only up to the rounding of values
+    # near 1e9 (about 1e-7), far above eps relative to the spread (1e-3); the
+    # location tells the rank test the scale of that rounding.
+    rng = np.random.default_rng(1)
+    b = rng.normal(size=(2000, 2)) * 1e-3 + 1e9
+    x = np.column_stack([b, b[:, 0] + b[:, 1]])
+    assert whitening(np.cov(x.T), x.mean(axis=0))[1] == 2
+    with pytest.warns(daskdepth.CovarianceRankWarning, match="rank 2"):
+        model = daskdepth.AIIRW(n_directions=30, random_state=0).fit(x)
+    assert model.covariance_rank_ == 2
+    # Full-rank data at the same offset keep rank 3.
+    y = rng.normal(size=(2000, 3)) * 1e-3 + 1e9
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
+        assert daskdepth.AIIRW(n_directions=30, random_state=0).fit(y).covariance_rank_ == 3
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_rank_is_invariant_under_affine_maps_of_ill_conditioned_data(seed):
+    # The covariance of breast-cancer-like data (condition 1e11) and of its
+    # images under random maps of condition 7: full rank each time, no warning.
+    cov = _conditioned(30, 1e11, seed)
+    for k in range(3):
+        a = _map(30, 7.0, 100 * seed + k)
+        c = a.T @ cov @ a
+        w, rank = whitening((c + c.T) / 2, np.full(30, 100.0))
+        assert rank == 30
+        assert _residual(w, c) <= 1e-3
+
+
+def test_canonical_bits_follow_the_smallest_eigenvalue():
+    # Well-conditioned: 36 bits (chunking-proof); ill-conditioned: finer, so that
+    # the rounding moves the smallest eigenvalue by at most 2^-20 of itself.
+    assert canonical_bits(1.0, 5) == 36
+    assert canonical_bits(5 * 2.0 ** -17, 5) == 36
+    assert canonical_bits(5 * 2.0 ** -30, 5) == 49
+    assert canonical_bits(0.0, 5) == 36
+    lam, d = 1e-11, 30
+    step = 2.0 ** -canonical_bits(lam, d)
+    assert d * step / 2 <= 2.0 ** -20 * lam
