@@ -9,9 +9,11 @@ and writing a bar of its tasks.
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import logging
+import os
 import sys
 import threading
 import time
@@ -20,6 +22,7 @@ from collections.abc import Iterator
 from typing import Any, NamedTuple
 
 import dask
+import dask.threaded
 from dask.diagnostics import ProgressBar
 from distributed import Client, LocalCluster
 from distributed.diagnostics.progressbar import progress
@@ -31,6 +34,49 @@ from .ui import UI, clear_line, progress_line
 POLL_SECONDS = 0.2
 #: Task states that count as done in a span.
 DONE_STATES = ("memory", "released", "forgotten", "erred")
+
+
+#: Dask's names of its local thread-pool scheduler.
+THREAD_SCHEDULERS = frozenset({"threads", "threading"})
+#: Seconds a closing job waits for the tasks its thread pool is running (an
+#: interrupted write must end before the temporary is removed).
+POOL_CLOSE_SECONDS = 10.0
+
+_PoolBase: type = getattr(dask.threaded, "ContextAwareThreadPoolExecutor",
+                          concurrent.futures.ThreadPoolExecutor)
+
+
+class TaskPool(_PoolBase):  # type: ignore[misc, valid-type]
+    """The job's own thread pool for dask's threaded scheduler, which it can stop.
+
+    Dask's default pool lives as long as the process, and its threads finish
+    every queued task before the interpreter exits.  A job that fails or is
+    interrupted cancels what is queued and waits (boundedly) for what runs, so
+    that no task writes into a temporary after it was removed.
+    """
+
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers)
+        self._live: set[concurrent.futures.Future] = set()
+        self._live_lock = threading.Lock()
+
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future = super().submit(fn, *args, **kwargs)
+        with self._live_lock:
+            self._live.add(future)
+        future.add_done_callback(self._forget)
+        return future
+
+    def _forget(self, future: concurrent.futures.Future) -> None:
+        with self._live_lock:
+            self._live.discard(future)
+
+    def stop(self, timeout: float = POOL_CLOSE_SECONDS) -> None:
+        """Cancel the queued tasks and wait up to ``timeout`` seconds for the running ones."""
+        self.shutdown(wait=False, cancel_futures=True)
+        with self._live_lock:
+            running = list(self._live)
+        concurrent.futures.wait(running, timeout=timeout)
 
 
 class SpanState(NamedTuple):
@@ -115,11 +161,16 @@ class Runner:
         self.debug = debug
         self.client: Client | None = None
         self.cluster: LocalCluster | None = None
+        self.pool: TaskPool | None = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Runner:
         try:
-            if self.address in LOCAL_SCHEDULERS:
+            if self.address in THREAD_SCHEDULERS:
+                self.pool = TaskPool(os.cpu_count() or 1)
+                self._stack.enter_context(dask.config.set(scheduler=self.address,
+                                                          pool=self.pool))
+            elif self.address in LOCAL_SCHEDULERS:
                 self._stack.enter_context(dask.config.set(scheduler=self.address))
             elif self.address:
                 self._connect(self.address)
@@ -154,6 +205,9 @@ class Runner:
 
     def close(self) -> None:
         """Close the client and the cluster it started (errors while closing are ignored)."""
+        if self.pool is not None:
+            self.pool.stop()
+            self.pool = None
         for obj in (self.client, self.cluster):
             if obj is not None:
                 with contextlib.suppress(Exception):

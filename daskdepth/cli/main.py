@@ -12,13 +12,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
 import traceback
 import warnings
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NoReturn
 
 from ..errors import OutputError
 from .parser import build_parser, version_text
@@ -37,18 +38,54 @@ class _Terminated(BaseException):
 
 
 def _raise_on_sigterm() -> Callable[[], Any]:
-    """Turn SIGTERM into an exception (in the main thread); return the undo function."""
+    """Turn SIGTERM into an exception (in the main thread); return the undo function.
+
+    Only the first SIGTERM raises: the job is then unwinding, and a second one
+    must not interrupt the removal of its temporaries.
+    """
     if threading.current_thread() is not threading.main_thread():
         return lambda: None
+    fired = False
 
     def handler(signum: int, frame: Any) -> None:
-        raise _Terminated()
+        nonlocal fired
+        if not fired:
+            fired = True
+            raise _Terminated()
 
     try:
         old = signal.signal(signal.SIGTERM, handler)
     except (ValueError, OSError, AttributeError):  # pragma: no cover - unusual platforms
         return lambda: None
     return lambda: signal.signal(signal.SIGTERM, old)
+
+
+def _remove_pending() -> None:
+    """Remove the temporaries of a job ended by a signal (see ``storage.atomic.remove_pending``).
+
+    Looked up in ``sys.modules`` rather than imported: a job that made a
+    temporary has loaded that module, and importing it (with xarray) for
+    nothing would slow the exit of every other interrupted command.
+    """
+    atomic = sys.modules.get("daskdepth.storage.atomic")
+    if atomic is not None:
+        atomic.remove_pending()
+
+
+def _terminate() -> NoReturn:
+    """End the process at once with :data:`EXIT_TERMINATED`, after the job's cleanup.
+
+    The job has unwound (its temporaries removed, its cluster closed); waiting at
+    interpreter exit for task threads still busy (a kernel being compiled, a
+    task of the interrupted pass) could take minutes, which a process asked to
+    terminate must not.
+    """
+    _remove_pending()
+    print("daskdepth: terminated", file=sys.stderr)
+    with contextlib.suppress(Exception):
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(EXIT_TERMINATED)
 
 
 def _command(name: str) -> Command:
@@ -122,11 +159,11 @@ def main(argv: Sequence[str] | None = None) -> int:
         _report(exc, args.debug)
         return EXIT_USAGE
     except KeyboardInterrupt:
+        _remove_pending()
         print("daskdepth: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
     except _Terminated:
-        print("daskdepth: terminated", file=sys.stderr)
-        return EXIT_TERMINATED
+        _terminate()
     except Exception as exc:
         _report(exc, args.debug)
         return EXIT_FAILED

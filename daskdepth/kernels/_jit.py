@@ -31,7 +31,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable, Iterator
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 from typing import Any
 
@@ -80,7 +80,7 @@ def kernel_cache_dir() -> Path | None:
     return user_cache_root() / "numba"
 
 
-@lru_cache(maxsize=None)
+@cache
 def _writable(path: Path) -> bool:
     """Whether ``path`` can be created and written (checked once per process)."""
     try:
