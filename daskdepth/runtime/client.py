@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -34,12 +35,18 @@ def phase(name: str) -> Iterator[None]:
 
 
 def broadcast(obj: Any, name: str) -> Any:
-    """Make a large read-only object available to every task that needs it.
+    """Make a large read-only object available to every task that needs it, under ``name``.
 
     On a distributed cluster it is scattered once to every worker; otherwise it
     becomes a single graph key, shared by reference by the local schedulers.
+    Either way its key is ``name`` (a :func:`daskdepth.runtime.keys.key_name`),
+    so the dashboard shows it in the group of its verb (``client.scatter`` names
+    a lone object ``<type>-<uuid>``, but keeps the keys of a dict).  Scattered
+    keys get a unique suffix: a key reused soon after an earlier job released it
+    could meet that release on the scheduler.
     """
     client = active_client()
     if client is not None:
-        return client.scatter(obj, broadcast=True, hash=False)
+        key = f"{name}-{uuid.uuid4().hex[:12]}"
+        return client.scatter({key: obj}, broadcast=True)[key]
     return delayed(obj, name=name, traverse=False)
