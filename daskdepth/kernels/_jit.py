@@ -42,6 +42,8 @@ from numba.core import config as numba_config
 CACHE_ENV = "DASKDEPTH_CACHE_DIR"
 
 _lock = threading.Lock()
+#: Every kernel made by :func:`kernel`, for :func:`kernels_cached`.
+_KERNELS: list[Any] = []
 
 
 def user_cache_root() -> Path:
@@ -110,8 +112,30 @@ def kernel(func: Callable[..., Any]) -> Any:
     """``numba.njit(nogil=True, cache=True)``, cached in :func:`kernel_cache_dir`."""
     target = kernel_cache_dir()
     if target is None:  # the user's NUMBA_CACHE_DIR
-        return numba.njit(nogil=True, cache=True)(func)
-    if not _writable(target):  # compile in every process rather than write into the package
-        return numba.njit(nogil=True, cache=False)(func)
-    with _numba_cache_dir(target):
-        return numba.njit(nogil=True, cache=True)(func)
+        compiled = numba.njit(nogil=True, cache=True)(func)
+    elif not _writable(target):  # compile in every process rather than write into the package
+        compiled = numba.njit(nogil=True, cache=False)(func)
+    else:
+        with _numba_cache_dir(target):
+            compiled = numba.njit(nogil=True, cache=True)(func)
+    _KERNELS.append(compiled)
+    return compiled
+
+
+def kernels_cached(share: float = 0.5) -> bool:
+    """Whether at least ``share`` of the kernels imported so far have compiled code on disk.
+
+    When not, the next job compiles them first (about 20 s on a laptop), which
+    the demo says.  An estimate: a kernel counts as cached when its cache
+    directory holds an index for it (its signatures may still differ).
+    """
+    if not _KERNELS:
+        return False
+    found = 0
+    for dispatcher in _KERNELS:
+        path = getattr(getattr(dispatcher, "_cache", None), "_cache_path", None)
+        if path is None:
+            continue
+        module = dispatcher.py_func.__module__.rpartition(".")[2]
+        found += any(Path(path).glob(f"{module}.{dispatcher.py_func.__qualname__}-*.nbi"))
+    return found >= share * len(_KERNELS)

@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
@@ -27,11 +28,52 @@ def active_client() -> Any | None:
         return None
 
 
+#: Told ``(name, True, span_id)`` when a phase starts and ``(name, False, span_id)`` when it
+#: ends; ``span_id`` is the distributed span's id, None for work done here without tasks.
+PhaseListener = Callable[[str, bool, "str | None"], None]
+_listeners: list[PhaseListener] = []
+_listeners_lock = threading.Lock()
+
+
 @contextlib.contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Group the tasks submitted inside under the span ``("daskdepth", name)``."""
-    with span("daskdepth", name):
+def listen_to_phases(listener: PhaseListener) -> Iterator[None]:
+    """Call ``listener`` at the start and end of every :func:`phase` inside (progress displays)."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    try:
         yield
+    finally:
+        with _listeners_lock:
+            _listeners.remove(listener)
+
+
+def _tell(name: str, started: bool, span_id: str | None) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(name, started, span_id)
+
+
+@contextlib.contextmanager
+def phase(name: str, *, tasks: bool = True) -> Iterator[None]:
+    """Group the tasks submitted inside under the span ``("daskdepth", name)``.
+
+    ``tasks=False`` marks work done here, without Dask tasks (e.g. FastMCD on an
+    in-memory sample), so that progress displays can say what the job is doing.
+    """
+    if not tasks:
+        _tell(name, True, None)
+        try:
+            yield
+        finally:
+            _tell(name, False, None)
+        return
+    with span("daskdepth", name) as span_id:
+        _tell(name, True, span_id)
+        try:
+            yield
+        finally:
+            _tell(name, False, span_id)
 
 
 def broadcast(obj: Any, name: str) -> Any:
