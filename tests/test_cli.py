@@ -618,6 +618,31 @@ def test_sigkill_while_overwriting_keeps_old_output(tmp_path, big_store):
     assert _open(out).attrs["seed"] == 10
 
 
+#: Runs a score job in which SIGTERM arrives the moment the output's temporary exists,
+#: before the code that made it has returned (the window a signal under load can hit).
+_SIGTERM_AT_MKDIR = """
+import os, signal, sys
+from daskdepth.cli import main
+real_mkdir = os.mkdir
+def mkdir(path, *args, **kwargs):
+    real_mkdir(path, *args, **kwargs)
+    if ".daskdepth-tmp-" in os.fspath(path):
+        os.kill(os.getpid(), signal.SIGTERM)
+os.mkdir = mkdir
+sys.exit(main(sys.argv[1:]))
+"""
+
+
+def test_sigterm_as_the_temporary_is_created(tmp_path):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    proc = subprocess.run(
+        [sys.executable, "-c", _SIGTERM_AT_MKDIR, "score", str(src), "--out",
+         str(tmp_path / "out.zarr"), "--scheduler", "threads", "-q"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 143 and proc.stderr.strip() == "daskdepth: terminated"
+    assert _names(tmp_path) == ["in.zarr"]
+
+
 def test_sigterm_removes_the_temporary(tmp_path, big_store):
     out = tmp_path / "out.zarr"
     proc = subprocess.Popen(

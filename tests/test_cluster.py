@@ -36,6 +36,7 @@ from proccluster import (
 import daskdepth
 import daskdepth.runtime.memory
 from daskdepth.errors import SummaryMemoryWarning
+from daskdepth.runtime.keys import is_package_key, task_prefix
 from daskdepth.runtime.memory import (
     WorkerMemory,
     directions_per_block,
@@ -134,7 +135,7 @@ def _client(pc: ProcessCluster, n_workers: int) -> Client:
 def _prefix_states(client: Client) -> dict[str, dict[str, int]]:
     return client.run_on_scheduler(lambda dask_scheduler: {
         name: dict(prefix.states) for name, prefix in dask_scheduler.task_prefixes.items()
-        if name.startswith("daskdepth-")})
+        if is_package_key(name)})
 
 
 def _wait_for_tasks(client: Client, prefix: str, alive: Callable[[], bool],
@@ -205,8 +206,8 @@ def test_python_api_on_process_cluster(cluster, store, baseline):
     # Both worker processes did part of the work.
     assert all(r["executed"] > 0 for r in reports.values()), reports
     # The dashboard's task stream and progress bars name the passes ...
-    assert {"daskdepth-moments", "daskdepth-pilot", "daskdepth-histogram",
-            "daskdepth-score"} <= prefixes, prefixes
+    assert {task_prefix(v) for v in ("moments", "pilot", "histogram", "score")} <= prefixes, \
+        prefixes
     # ... and its spans group them by phase.
     for phase in ("moments", "pilot", "histogram", "offset"):
         assert ("daskdepth", phase) in spans, spans
@@ -250,7 +251,7 @@ def test_worker_killed_mid_job(fresh_cluster, store, baseline):
     pc = fresh_cluster(2)
     with _client(pc, 2) as client:
         job = _Background(lambda: _job(da.from_zarr(str(store))))
-        _wait_for_tasks(client, "daskdepth-histogram", job.alive)
+        _wait_for_tasks(client, task_prefix("histogram"), job.alive)
         pc.kill_worker("w0")  # SIGKILL to the worker and its nanny
         killed_mid_job = job.alive()
         job.join(240)
@@ -267,7 +268,7 @@ def test_worker_joins_mid_job(fresh_cluster, store, baseline):
     pc = fresh_cluster(1)
     with _client(pc, 1) as client:
         job = _Background(lambda: _job(da.from_zarr(str(store))))
-        _wait_for_tasks(client, "daskdepth-moments", job.alive)
+        _wait_for_tasks(client, task_prefix("moments"), job.alive)
         # Stall the only worker so that the job is still running when the new one
         # has started and connected (which takes longer than this small job).
         pc.pause_worker("w0")
@@ -293,9 +294,9 @@ def test_scheduler_lost_mid_job(fresh_cluster, store, tmp_path):
     with _client(pc, 2) as client:
         proc = _score_cli(store, out, pc.address)
         try:
-            _wait_for_tasks(client, "daskdepth-moments", lambda: proc.poll() is None)
+            _wait_for_tasks(client, task_prefix("moments"), lambda: proc.poll() is None)
             job = _Background(lambda: _job(da.from_zarr(str(store))))
-            _wait_for_tasks(client, "daskdepth-histogram",
+            _wait_for_tasks(client, task_prefix("histogram"),
                             lambda: job.alive() and proc.poll() is None)
             pc.kill_scheduler()
             start = time.monotonic()

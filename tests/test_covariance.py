@@ -21,6 +21,7 @@ from daskdepth.kernels import whitening as whitening_module
 from daskdepth.kernels.moments import support_moments
 from daskdepth.kernels.shrinkage import ledoit_wolf_shrunk, oas_shrunk
 from daskdepth.kernels.whitening import _whiten_cholesky, whiten, whiten_batch
+from daskdepth.runtime.keys import task_prefix
 
 # --------------------------------------------------------------------------- helpers
 
@@ -292,7 +293,7 @@ def test_graph_keys_are_named(monkeypatch):
         run_mcd(x, chunks=500, sample_size=500)
         n, mean, scatter = moments(x)
         ledoit_wolf(da.from_array(x, chunks=(500, 3)), n, mean, scatter, token=TOKEN)
-    assert {"daskdepth-subsample", "daskdepth-cstep", "daskdepth-shrinkage"} <= names
+    assert {task_prefix(v) for v in ("subsample", "cstep", "shrinkage")} <= names
 
 
 def test_distributed_client_matches_threads():

@@ -10,10 +10,13 @@ import dask
 import numpy as np
 import pytest
 from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
+from dask.base import tokenize
 from dask.utils import key_split
 from distributed import Client, LocalCluster
+from distributed.diagnostics.progress_stream import progress_quads
 
 import daskdepth
+from daskdepth.runtime.keys import VERBS, is_package_key, key_name, task_prefix
 
 TOL = 1e-3
 
@@ -128,22 +131,49 @@ def test_score_graph_keys_are_named():
     out = model.score_samples(chunked(x, 250))
     graph = out.__dask_graph__()
     names = {key_split(k) for k in graph}
-    assert "daskdepth-score" in names
-    assert {key_split(k) for k in out.__dask_keys__()} == {"daskdepth-score"}
+    assert task_prefix("score") in names
+    assert {key_split(k) for k in out.__dask_keys__()} == {task_prefix("score")}
     assert len(out.__dask_keys__()) == 4
     # Only the input array and daskdepth's own tasks are in the graph.
-    assert all(n.startswith("daskdepth-") or n == "array" for n in names), names
+    assert all(is_package_key(k) or key_split(k) == "array" for k in graph), names
 
 
 def test_fit_graph_keys_are_named(cluster):
-    # The passes of a distributed-path fit run under daskdepth-* task names.
+    # The passes of a distributed-path fit run under <verb>-daskdepth-* task names.
     x = gaussian_data(DISTRIBUTED_ROWS, 2, seed=14)
     with Client(cluster) as client:
         daskdepth.IRW(n_directions=8, tol=TOL, random_state=0).fit(chunked(x, 35_000))
         prefixes = set(client.run_on_scheduler(
             lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
-    assert {"daskdepth-moments", "daskdepth-deduplicate", "daskdepth-histogram",
-            "daskdepth-finish"} <= prefixes, prefixes
+    assert {task_prefix(v) for v in ("moments", "deduplicate", "histogram", "finish")} <= \
+        prefixes, prefixes
+
+
+def test_every_key_on_a_cluster_is_named_by_its_verb(cluster):
+    """No group named after a type (BlockSummary, DepthSummary, ndarray): scatters are named."""
+    x = gaussian_data(DISTRIBUTED_ROWS, 2, seed=15)
+    with Client(cluster) as client:
+        model = daskdepth.AIIRW(n_directions=8, tol=TOL, random_state=0).fit(chunked(x, 35_000))
+        model.score_samples(chunked(x[:1000], 500)).compute()
+        prefixes = set(client.run_on_scheduler(
+            lambda dask_scheduler: list(dask_scheduler.task_prefixes)))
+    ours = {task_prefix(v) for v in VERBS}
+    assert {task_prefix(v) for v in ("sample", "leaves", "summary")} <= prefixes, prefixes
+    # Besides ours: the input's own chunks, and dask's key that gathers a computed result.
+    others = {p for p in prefixes - ours if not p.startswith("finalize")}
+    assert others <= {"array"}, others
+
+
+def test_progress_panel_shows_every_verb_whole():
+    """The dashboard's progress panel cuts group names after 12 characters: the verb leads."""
+    names = [key_split(key_name(v, tokenize(v), 0)) for v in VERBS]
+    assert names == [task_prefix(v) for v in VERBS]
+    counts = {n: 1 for n in names}
+    quads = progress_quads({state: counts for state in (
+        "all", "memory", "erred", "released", "processing", "queued")}, nrows=len(names))
+    for verb, shown in zip(VERBS, (quads["show-name"][quads["name"].index(n)] for n in names),
+                           strict=True):
+        assert shown.startswith(verb) and (shown.endswith("...") or "daskdepth" in shown)
 
 
 # --------------------------------------------------------------------------- stale keys

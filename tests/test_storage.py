@@ -18,6 +18,7 @@ from daskdepth.storage.atomic import (
     check_output,
     clean_leftovers,
     leftovers,
+    remove_pending,
 )
 
 
@@ -184,3 +185,54 @@ def test_kill_between_renames_keeps_old_output(tmp_path, monkeypatch):
     os.rename(aside[0], dead)
     clean_leftovers(target)
     np.testing.assert_array_equal(zarr.open_array(str(target))[:], np.arange(3))
+
+
+# --------------------------------------------------------------------------- signals
+
+
+def test_interrupt_right_after_the_temporary_is_created(tmp_path, monkeypatch):
+    """A signal handler raising as soon as mkdir returns: __exit__ never runs, nothing stays."""
+    real_mkdir = os.mkdir
+
+    def mkdir_then_interrupt(path, *args, **kwargs):
+        real_mkdir(path, *args, **kwargs)
+        raise KeyboardInterrupt  # stands for the SIGTERM handler's exception
+
+    monkeypatch.setattr(os, "mkdir", mkdir_then_interrupt)
+    with pytest.raises(KeyboardInterrupt), SafeOutput(tmp_path / "out.zarr"):
+        pass  # pragma: no cover - never entered
+    monkeypatch.undo()
+    assert list(tmp_path.iterdir()) == []
+    assert remove_pending() == []
+
+
+def test_remove_pending_removes_what_no_exit_removed(tmp_path):
+    """A temporary whose ``with`` block was never entered is removed by remove_pending()."""
+    out = SafeOutput(tmp_path / "out.zarr")
+    out.__enter__()  # as if a signal came between __enter__ returning and the block
+    (out.path / "zarr.json").write_text("{}")
+    kept = SafeOutput(tmp_path / "kept.zarr")
+    with kept:
+        (kept.path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+        kept.commit()
+    assert remove_pending() == [out.path]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kept.zarr"]
+    assert remove_pending() == []
+
+
+@pytest.mark.parametrize("length", [200, 240, 255])
+def test_long_output_names(tmp_path, length):
+    """A legal name of up to 255 bytes: its temporary's name must be legal too."""
+    target = tmp_path / ("d" * (length - 5) + ".zarr")
+    with SafeOutput(target) as out:
+        assert len(out.path.name.encode()) <= 255
+        (out.path / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+        out.commit()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
+    # leftovers of a killed job on that target are still recognised and removed
+    head, _, rest = out.path.name.partition(TMP_MARK)
+    stale = out.path.parent / f"{head}{TMP_MARK}{_dead_pid()}-{rest.split('-', 1)[1]}"
+    stale.mkdir()
+    assert leftovers(target) == [stale]
+    other = tmp_path / ("e" * (length - 5) + ".zarr")
+    assert leftovers(other) == []

@@ -2,96 +2,155 @@
 
 A job runs on a running scheduler (``--scheduler ADDRESS``), on one of Dask's
 local schedulers (``--scheduler threads``, ...), or by default on a local
-in-process cluster that lives as long as the job.  On a terminal, fitting
-shows a progress bar polled from the scheduler's spans (:class:`SpanProgress`)
-and writing a bar of its tasks.
+in-process cluster that lives as long as the job, its dashboard on this
+machine only unless ``--dashboard-address`` says otherwise.
+
+Progress (:class:`Progress`) follows the phases of the fit and of the writing
+(:func:`daskdepth.runtime.client.phase`): on a terminal, one bar redrawn in
+place, labelled with the phase, that counts the tasks of all the passes of a
+phase (an iterative phase such as the MCD concentration steps shows its passes
+and does not start again from zero at each one); work done on this machine
+without tasks (FastMCD on a sample) shows as such.  When stderr is not a
+terminal (a log file), one line per phase with its time.
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import contextlib
 import importlib.util
 import logging
+import os
+import socket
+import struct
 import sys
 import threading
 import time
 import warnings
-from collections.abc import Iterator
-from typing import Any, NamedTuple
+from typing import Any
 
 import dask
-from dask.diagnostics import ProgressBar
+import dask.threaded
+from dask.callbacks import Callback
 from distributed import Client, LocalCluster
-from distributed.diagnostics.progressbar import progress
 
-from ..runtime.client import LOCAL_SCHEDULERS
+from ..runtime.client import LOCAL_SCHEDULERS, listen_to_phases, phase
+from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
 from .ui import UI, clear_line, progress_line
 
-#: Seconds between two polls of the scheduler's spans.
+#: Seconds between two redraws of the progress bar (and polls of the scheduler).
 POLL_SECONDS = 0.2
 #: Task states that count as done in a span.
 DONE_STATES = ("memory", "released", "forgotten", "erred")
+#: Dask's names of its local thread-pool scheduler.
+THREAD_SCHEDULERS = frozenset({"threads", "threading"})
+#: Seconds a closing job waits for the tasks its thread pool is running (an
+#: interrupted write must end before the temporary is removed).
+POOL_CLOSE_SECONDS = 10.0
+#: Largest first message a Dask scheduler sends (its handshake is a few dozen bytes);
+#: a server that announces more is not one (an HTTP server's reply read as a length
+#: once made distributed allocate exabytes).
+MAX_HANDSHAKE_BYTES = 2**20
+
+_PoolBase: type = getattr(dask.threaded, "ContextAwareThreadPoolExecutor",
+                          concurrent.futures.ThreadPoolExecutor)
 
 
-class SpanState(NamedTuple):
-    """Progress of the latest daskdepth span: its phase, and its tasks done and in all."""
+class TaskPool(_PoolBase):  # type: ignore[misc, valid-type]
+    """The job's own thread pool for dask's threaded scheduler, which it can stop.
 
-    phase: str
-    done: int
-    total: int
-
-
-def current_phase(since: float = 0.0, dask_scheduler: Any = None) -> SpanState:
-    """Progress of the latest daskdepth span started after ``since`` (run on the scheduler)."""
-    ext = dask_scheduler.extensions.get("spans")
-    if ext is None:
-        return SpanState("", 0, 0)
-    spans = [s for s in ext.spans_search_by_tag.get("daskdepth", [])
-             if len(s.name) >= 2 and s.enqueued >= since]
-    if not spans:
-        return SpanState("", 0, 0)
-    latest = spans[-1]
-    states = latest.states
-    total = sum(states.values())
-    done = sum(states.get(k, 0) for k in DONE_STATES)
-    return SpanState(str(latest.name[1]), int(done), int(total))
-
-
-class SpanProgress:
-    """Progress bar of the fitting phases, polled from the scheduler's spans.
-
-    The fit runs ``dask.compute`` on the default client; its phases are
-    tagged ``("daskdepth", phase)`` and the scheduler counts their tasks by
-    state, which this thread draws on stderr.
+    Dask's default pool lives as long as the process, and its threads finish
+    every queued task before the interpreter exits.  A job that fails or is
+    interrupted cancels what is queued and waits (boundedly) for what runs, so
+    that no task writes into a temporary after it was removed.
     """
 
-    def __init__(self, client: Client, label: str) -> None:
-        self.client = client
-        self.label = label
-        self.start = time.time()
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
+    def __init__(self, max_workers: int) -> None:
+        super().__init__(max_workers)
+        self._live: set[concurrent.futures.Future] = set()
+        self._live_lock = threading.Lock()
 
-    def __enter__(self) -> SpanProgress:
-        self._thread.start()
-        return self
+    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
+        future = super().submit(fn, *args, **kwargs)
+        with self._live_lock:
+            self._live.add(future)
+        future.add_done_callback(self._forget)
+        return future
 
-    def __exit__(self, *exc: Any) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        clear_line()
+    def _forget(self, future: concurrent.futures.Future) -> None:
+        with self._live_lock:
+            self._live.discard(future)
 
-    def _run(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            try:
-                state = SpanState(*self.client.run_on_scheduler(current_phase,
-                                                                since=self.start))
-            except Exception:  # e.g. a remote scheduler without daskdepth installed
-                return
-            fraction = state.done / state.total if state.total else 0.0
-            what = f"{self.label}: {state.phase}" if state.phase else self.label
-            sys.stderr.write(progress_line(what, fraction, time.time() - self.start))
-            sys.stderr.flush()
+    def stop(self, timeout: float = POOL_CLOSE_SECONDS) -> None:
+        """Cancel the queued tasks and wait up to ``timeout`` seconds for the running ones."""
+        self.shutdown(wait=False, cancel_futures=True)
+        with self._live_lock:
+            running = list(self._live)
+        concurrent.futures.wait(running, timeout=timeout)
+
+
+# --------------------------------------------------------------------------- connecting
+
+
+def _host_port(address: str) -> tuple[str, int] | None:
+    """``(host, port)`` of a TCP scheduler address; None for other protocols."""
+    protocol, sep, rest = address.partition("://")
+    if not sep:
+        protocol, rest = "tcp", address
+    if protocol != "tcp":
+        return None
+    host, _, port = rest.rpartition(":")
+    return host.strip("[]"), int(port)
+
+
+def probe_scheduler(address: str, timeout: float) -> None:
+    """Check that a Dask scheduler answers at ``address`` (TCP) within ``timeout`` seconds.
+
+    A Dask scheduler sends its handshake as soon as a connection opens; a
+    server of another kind (the dashboard's HTTP port, say) waits for a request,
+    so distributed's client would wait for minutes, or read the server's reply
+    as a message length.  Other protocols (TLS, UCX) are left to distributed.
+
+    Raises
+    ------
+    ConnectionError
+        Naming the address and what was found there.
+    """
+    where = _host_port(address)
+    if where is None:
+        return
+    deadline = time.monotonic() + timeout
+    try:
+        sock = socket.create_connection(where, timeout=timeout)
+    except TimeoutError:
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: no answer "
+                              f"within {timeout:g} s (is the host reachable? --timeout "
+                              "waits longer)") from None
+    except OSError as exc:
+        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: "
+                              f"{exc.strerror or exc}") from None
+    head = b""
+    with sock:
+        try:
+            while len(head) < 8:
+                sock.settimeout(max(0.05, deadline - time.monotonic()))
+                part = sock.recv(8 - len(head))
+                if not part:
+                    break
+                head += part
+        except TimeoutError:
+            raise ConnectionError(
+                f"no Dask scheduler answered at {address} within {timeout:g} s: the server "
+                "there accepted the connection but sent no Dask handshake (is it the "
+                "dashboard's port? the scheduler's is 8786 by default); check the address, "
+                "or pass a longer --timeout") from None
+        except OSError as exc:
+            raise ConnectionError(f"cannot talk to the Dask scheduler at {address}: "
+                                  f"{exc.strerror or exc}") from None
+    if len(head) < 8 or not 0 < struct.unpack("<Q", head)[0] <= MAX_HANDSHAKE_BYTES:
+        raise ConnectionError(
+            f"the server at {address} is not a Dask scheduler (it does not speak Dask's "
+            "protocol; is it the dashboard's port? the scheduler's is 8786 by default)")
 
 
 def _has_bokeh() -> bool:
@@ -103,23 +162,33 @@ class Runner:
     """Where a job's Dask computations run, and how their progress is shown.
 
     ``address`` None starts a local in-process cluster (threads, one worker
-    sized to the machine); the name of a Dask local scheduler
-    (:data:`daskdepth.runtime.client.LOCAL_SCHEDULERS`) uses it; anything else
-    is the address of a running scheduler.  Use as a context manager: the
-    client (and a cluster it started) close on leaving.
+    sized to the machine, its dashboard at ``dashboard_address``); the name of
+    a Dask local scheduler (:data:`daskdepth.runtime.client.LOCAL_SCHEDULERS`)
+    uses it; anything else is the address of a running scheduler, which must
+    answer within ``timeout`` seconds.  Use as a context manager: the client
+    (and a cluster it started) close on leaving.
     """
 
-    def __init__(self, address: str | None, ui: UI, debug: bool = False) -> None:
+    def __init__(self, address: str | None, ui: UI, debug: bool = False, *,
+                 timeout: float = DEFAULT_TIMEOUT,
+                 dashboard_address: str = DEFAULT_DASHBOARD) -> None:
         self.address = address
         self.ui = ui
         self.debug = debug
+        self.timeout = timeout
+        self.dashboard_address = dashboard_address
         self.client: Client | None = None
         self.cluster: LocalCluster | None = None
+        self.pool: TaskPool | None = None
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> Runner:
         try:
-            if self.address in LOCAL_SCHEDULERS:
+            if self.address in THREAD_SCHEDULERS:
+                self.pool = TaskPool(os.cpu_count() or 1)
+                self._stack.enter_context(dask.config.set(scheduler=self.address,
+                                                          pool=self.pool))
+            elif self.address in LOCAL_SCHEDULERS:
                 self._stack.enter_context(dask.config.set(scheduler=self.address))
             elif self.address:
                 self._connect(self.address)
@@ -131,11 +200,13 @@ class Runner:
         return self
 
     def _connect(self, address: str) -> None:
+        self.ui.status(f"connecting to the Dask scheduler at {address} (waiting up to "
+                       f"{self.timeout:g} s; --timeout changes it)")
+        probe_scheduler(address, self.timeout)
         try:
-            timeout = dask.config.get("distributed.comm.timeouts.connect", "30s")
-            self.client = Client(address, timeout=timeout, set_as_default=True)
+            self.client = Client(address, timeout=f"{self.timeout}s", set_as_default=True)
         except (OSError, TimeoutError) as exc:
-            raise ConnectionError(f"cannot connect to the Dask scheduler at {address!r}: "
+            raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: "
                                   f"{exc}") from None
         self.ui.status(f"connected to the Dask scheduler at {address} "
                        f"(dashboard: {self.client.dashboard_link})")
@@ -144,7 +215,7 @@ class Runner:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # e.g. the dashboard port is taken
             self.cluster = LocalCluster(
-                processes=False, dashboard_address=":8787",
+                processes=False, dashboard_address=self.dashboard_address,
                 silence_logs=logging.WARNING if self.debug else logging.CRITICAL)
         self.client = Client(self.cluster, set_as_default=True)
         nthreads = sum(self.client.nthreads().values())
@@ -154,6 +225,9 @@ class Runner:
 
     def close(self) -> None:
         """Close the client and the cluster it started (errors while closing are ignored)."""
+        if self.pool is not None:
+            self.pool.stop()
+            self.pool = None
         for obj in (self.client, self.cluster):
             if obj is not None:
                 with contextlib.suppress(Exception):
@@ -164,28 +238,183 @@ class Runner:
     def __exit__(self, *exc: Any) -> None:
         self.close()
 
-    @contextlib.contextmanager
-    def progress(self, label: str) -> Iterator[None]:
-        """Progress of the computations run inside (a bar on stderr when it is a terminal)."""
-        if not self.ui.progress:
-            yield
-            return
-        if self.client is None:
-            self.ui.status(f"{label}:")
-            with ProgressBar(minimum=1.0, out=sys.stderr):
-                yield
-            return
-        with SpanProgress(self.client, label):
-            yield
+    def progress(self, label: str) -> Progress:
+        """Progress of the phases run inside (see :class:`Progress`)."""
+        return Progress(self.ui, label, self.client)
 
-    def compute(self, collection: Any, label: str) -> Any:
-        """Compute a dask collection, with a progress bar of its tasks when wanted."""
-        if self.client is None:
-            with self.progress(label):
+    def compute(self, collection: Any, label: str, phase_name: str = "score") -> Any:
+        """Compute a dask collection as the phase ``phase_name``, with progress."""
+        with self.progress(label), phase(phase_name):
+            if self.client is None:
                 return dask.compute(collection)[0]
-        future = self.client.compute(collection)
+            return self.client.compute(collection).result()
+
+
+# --------------------------------------------------------------------------- progress
+
+
+class _PhaseRun:
+    """Consecutive passes of one phase: its name, spans, passes and start."""
+
+    def __init__(self, name: str, now: float) -> None:
+        self.name = name
+        self.start = now
+        self.passes = 0
+        self.span_ids: list[str] = []
+        self.local = False  # work done here, without tasks
+        self.running = True
+
+
+class _TaskCounter(Callback):
+    """Counts the tasks of the computations run by dask's local schedulers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.total = 0
+        self.done = 0
+        self._lock = threading.Lock()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.total = self.done = 0
+
+    def _start_state(self, dsk: Any, state: Any) -> None:
+        with self._lock:  # the tasks still to run (literals are already in the cache)
+            self.total += sum(len(state[k]) for k in ("ready", "waiting", "running"))
+
+    def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
+        with self._lock:
+            self.done += 1
+
+
+class Progress:
+    """Progress of a job's phases on stderr (see the module docstring).
+
+    Parameters
+    ----------
+    ui : UI
+        Says whether stderr is a terminal and whether the job is quiet.
+    label : str
+        What the job is doing, e.g. ``"fitting AI-IRW"``.
+    client : distributed.Client or None
+        Task counts of a phase come from the scheduler's spans with a client,
+        from a local callback otherwise.
+    """
+
+    def __init__(self, ui: UI, label: str, client: Client | None) -> None:
+        self.ui = ui
+        self.label = label
+        self.client = client
+        self.start = time.monotonic()
+        self.run: _PhaseRun | None = None
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._counter = _TaskCounter() if client is None else None
+        self._stack = contextlib.ExitStack()
+        self._tick = 0
+
+    # ---------------------------------------------------------------- phases
+
+    def _on_phase(self, name: str, started: bool, span_id: str | None) -> None:
+        now = time.monotonic()
+        with self._lock:
+            if not started:
+                if self.run is not None and self.run.name == name:
+                    self.run.running = False
+                return
+            if self.run is None or self.run.name != name:
+                if self.run is not None:
+                    self._log(self.run, now)
+                self.run = _PhaseRun(name, now)
+                if self._counter is not None:
+                    self._counter.reset()
+            self.run.passes += 1
+            self.run.running = True
+            self.run.local = span_id is None
+            if span_id is not None:
+                self.run.span_ids.append(span_id)
+
+    def _log(self, run: _PhaseRun, now: float) -> None:
+        """One line per finished phase when stderr is not a terminal."""
+        if self.ui.quiet or self.ui.progress:
+            return
+        passes = f", {run.passes} passes" if run.passes > 1 else ""
+        self.ui.status(f"  {self.label}: {run.name} done in {now - run.start:.1f} s{passes}")
+
+    # ---------------------------------------------------------------- drawing
+
+    def _fraction(self, run: _PhaseRun) -> float | None:
+        if run.local:
+            return None
+        if self._counter is not None:
+            total, done = self._counter.total, self._counter.done
+        else:
+            total, done = self._span_counts(list(run.span_ids))
+        return min(1.0, done / total) if total else 0.0
+
+    def _span_counts(self, span_ids: list[str]) -> tuple[int, int]:
+        """Tasks in all and done in the spans ``span_ids`` (asked of the scheduler)."""
+        done_states = DONE_STATES
+
+        # Nested, so that cloudpickle sends it by value: the scheduler need not
+        # have daskdepth installed.
+        def counts(dask_scheduler: Any = None) -> tuple[int, int]:
+            ext = dask_scheduler.extensions.get("spans")
+            total = done = 0
+            for sid in span_ids:
+                sp = ext.spans.get(sid) if ext is not None else None
+                if sp is not None:
+                    states = sp.states
+                    total += sum(states.values())
+                    done += sum(states.get(k, 0) for k in done_states)
+            return total, done
+
+        try:
+            total, done = self.client.run_on_scheduler(counts)
+        except Exception:  # the scheduler went away: the job reports it
+            return 0, 0
+        return int(total), int(done)
+
+    def _draw(self) -> None:
+        with self._lock:
+            run = self.run
+        elapsed = time.monotonic() - self.start
+        if run is None:
+            sys.stderr.write(progress_line(self.label, 0.0, elapsed))
+        else:
+            passes = f" (pass {run.passes})" if run.passes > 1 else ""
+            where = " (on this machine)" if run.local else ""
+            fraction = self._fraction(run)
+            self._tick += 1
+            sys.stderr.write(progress_line(f"{self.label}: {run.name}{passes}{where}", fraction,
+                                           elapsed, tick=self._tick))
+        sys.stderr.flush()
+
+    def _loop(self) -> None:
+        while not self._stop.wait(POLL_SECONDS):
+            self._draw()
+
+    # ---------------------------------------------------------------- context
+
+    def __enter__(self) -> Progress:
+        if self.ui.quiet:
+            return self
+        self._stack.enter_context(listen_to_phases(self._on_phase))
+        if self._counter is not None:
+            self._stack.enter_context(self._counter)
         if self.ui.progress:
-            self.ui.status(f"{label}:")
-            with contextlib.redirect_stdout(sys.stderr):
-                progress(future)
-        return future.result()
+            self._thread = threading.Thread(target=self._loop, daemon=True)
+            self._thread.start()
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=2)
+            clear_line()
+        self._stack.close()
+        with self._lock:
+            run, self.run = self.run, None
+        if run is not None and exc_type is None:
+            self._log(run, time.monotonic())

@@ -1,29 +1,35 @@
-"""``daskdepth demo``: the ``score`` job on a built-in data set with planted outliers.
+"""``daskdepth demo``: the ``score`` job on a generated data set with planted outliers.
 
-The demo writes its data set as an xarray Zarr store, runs the same code as
-``daskdepth score`` on it (options parsed by the same parser, so the defaults
-are those of ``score``), and reports the time, the certified error bound and
-the AUROC of low depth against the planted outliers.
+The demo generates its data set (:func:`demo_data`: correlated Gaussian rows,
+2% of them moved away as outliers), writes it as an xarray Zarr store in a
+temporary directory, runs the same code as ``daskdepth score`` on it (options
+parsed by the same parser, so the defaults are those of ``score``), reports the
+time, the certified error bound, the AUROC of low depth against the planted
+outliers and how many rows were flagged, and saves a picture (a depth
+histogram with the threshold, and points coloured by depth) when matplotlib is
+installed.  The temporary directory is removed; the depth is kept only at
+``--out``.
 """
 
 from __future__ import annotations
 
 import argparse
 import math
+import os
 import shlex
 import shutil
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import Any, NamedTuple
 
 import numpy as np
 import xarray as xr
 from sklearn.metrics import roc_auc_score
 
-from ..storage.atomic import check_output
+from ..kernels._jit import kernel_cache_dir, kernels_cached
 from ..storage.paths import open_dataset, quiet_zarr
-from .jobs import ScoreResult, run_score
+from .jobs import ScoreResult, flagged_text, prepare_output, run_score
 from .parser import DEMO_FEATURES, DEMO_OUTLIERS, DEMO_ROWS, build_parser
 from .ui import UI
 
@@ -38,8 +44,14 @@ class DemoData(NamedTuple):
     planted: np.ndarray
 
 
+#: Rows drawn in the picture's scatter plot (all rows go into its histogram).
+PICTURE_POINTS = 20_000
+#: How to get the picture when matplotlib is missing.
+PLOT_HINT = "pip install 'daskdepth[plot]' (matplotlib) and run the demo again"
+
+
 class _Place(NamedTuple):
-    """Where the demo works and writes, and whether its output is kept on success."""
+    """Where the demo works (removed at the end) and writes its output."""
 
     workdir: Path
     out: str
@@ -97,53 +109,109 @@ def _write_input(path: Path, rows: int) -> np.ndarray:
 def _place(out: str | None, overwrite: bool) -> _Place:
     """A fresh working directory: next to ``out`` (same file system), or a temporary one."""
     if out is not None:
-        target = check_output(out, overwrite=overwrite)
+        target = prepare_output(out, overwrite=overwrite)
         workdir = Path(tempfile.mkdtemp(prefix="daskdepth-demo-", dir=target.parent))
-        return _Place(workdir, str(target), keep=False)
+        return _Place(workdir, str(target), keep=True)
     workdir = Path(tempfile.mkdtemp(prefix="daskdepth-demo-"))
-    return _Place(workdir, str(workdir / "demo-depth.zarr"), keep=True)
+    return _Place(workdir, str(workdir / "demo-depth.zarr"), keep=False)
+
+
+def _picture_path(text: str) -> Path:
+    """The picture's absolute path, checked before any work (its directory must be writable)."""
+    path = Path(text).expanduser().absolute()
+    if path.is_dir():
+        raise ValueError(f"--picture {text!r} is a directory; name a file, e.g. "
+                         f"{path / 'daskdepth-demo.png'}")
+    if not path.parent.is_dir() or not os.access(path.parent, os.W_OK):
+        raise ValueError(f"cannot save the picture {text!r}: directory {str(path.parent)!r} "
+                         "does not exist or is not writable; pass --picture PATH")
+    return path
 
 
 def _score_args(source: Path, args: argparse.Namespace, out: str) -> argparse.Namespace:
     """The ``score`` job's options for the demo input (the parser gives the defaults)."""
     argv = ["score", str(source), "--out", out, "--array", "X", "--seed", "0",
-            "--contamination", str(DEMO_OUTLIERS)]
+            "--contamination", str(DEMO_OUTLIERS), "--timeout", str(args.timeout),
+            "--dashboard-address", args.dashboard_address]
     if args.scheduler is not None:
         argv += ["--scheduler", args.scheduler]
     if args.overwrite:
         argv.append("--overwrite")
     if args.debug:
         argv.append("--debug")
+    if args.quiet:
+        argv.append("--quiet")
     return build_parser().parse_args(argv)
 
 
-def _report(rows: int, planted: np.ndarray, done: ScoreResult, auroc: float) -> None:
+def save_picture(path: Path, model: Any, X: np.ndarray, depth: np.ndarray) -> bool:
+    """Depth histogram with the model's threshold, and points coloured by depth, as ``path``.
+
+    Returns False, drawing nothing, when matplotlib is not installed.
+    """
+    try:
+        # Optional, imported only here: the demo runs without it.  Figure (not
+        # pyplot) renders without a display or a GUI backend.
+        from matplotlib.figure import Figure
+
+        from ..plot import depth_histogram, depth_scatter
+    except ImportError:
+        return False
+    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    left, right = fig.subplots(1, 2)
+    depth_histogram(model, depth, ax=left, bins=80)
+    left.set_title(f"depth of {depth.size:,} rows; rows left of the line are flagged")
+    rows = np.random.default_rng(0).permutation(depth.size)[:PICTURE_POINTS]
+    rows.sort()
+    depth_scatter(X[rows], depth[rows], features=(0, 1), ax=right, s=4)
+    right.set_title(f"{rows.size:,} of the rows, coloured by depth (dark: outlying)")
+    fig.suptitle("daskdepth demo: AI-IRW depth")
+    fig.savefig(path, dpi=100)
+    return True
+
+
+def _report(rows: int, planted: np.ndarray, done: ScoreResult, auroc: float,
+            picture: Path | None, kept: bool) -> None:
     model = done.model
-    print(f"daskdepth demo: AI-IRW depth of {rows:,} rows x {DEMO_FEATURES} features "
-          f"({int(planted.sum()):,} planted outliers)")
+    print(f"daskdepth demo: AI-IRW depth of {rows:,} generated rows x {DEMO_FEATURES} features "
+          f"(correlated Gaussian, {int(planted.sum()):,} planted outliers)")
     print(f"  time:        {done.seconds:.1f} s (fit and score, {model.n_directions_} "
           f"directions, {model.n_passes_ + 1} pass(es) over the data)")
     print(f"  error bound: {model.error_bound_:.3g} (certified, tol {model.tol:g})")
     print(f"  AUROC:       {auroc:.4f} (low depth vs the planted outliers)")
-    print(f"  output:      {done.target}")
-    print(f"  next:        daskdepth info {shlex.quote(str(done.target))}")
+    print(f"  flagged:     {flagged_text(done.flagged, rows).removeprefix(', ')} "
+          f"(contamination {DEMO_OUTLIERS:g})")
+    if picture is not None:
+        print(f"  picture:     {picture} (depth histogram with the threshold, points coloured "
+              "by depth)")
+    else:
+        print(f"  picture:     none: {PLOT_HINT}")
+    if kept:
+        print(f"  output:      {done.target}")
+        print(f"  next:        daskdepth info {shlex.quote(str(done.target))}")
+    else:
+        print("  output:      not kept (pass --out PATH to keep the depth)")
 
 
 def cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
-    """``daskdepth demo [--out OUTPUT]``."""
+    """``daskdepth demo [--out OUTPUT] [--picture PNG]``."""
+    picture = _picture_path(args.picture)
     place = _place(args.out, args.overwrite)
-    ok = False
     try:
         source = place.workdir / "demo-input.zarr"
         planted = _write_input(source, args.rows)
-        ui.status(f"demo input: {args.rows:,} x {DEMO_FEATURES} rows ({int(planted.sum()):,} "
-                  f"planted outliers) written to {source}")
+        ui.status(f"demo input: {args.rows:,} generated rows x {DEMO_FEATURES} features "
+                  f"(correlated Gaussian, {int(planted.sum()):,} planted outliers)")
+        if not kernels_cached():
+            where = kernel_cache_dir()
+            ui.status("first run: daskdepth compiles its kernels (about 20 s more; later runs "
+                      "reuse them" + (f" from {where})" if where is not None else ")"))
         done = run_score(_score_args(source, args, place.out), ui, argv)
         depth = open_dataset(done.target)["depth"].values
         auroc = float(roc_auc_score(planted, -depth))
-        ok = True
+        X = open_dataset(source)["X"].values
+        saved = save_picture(picture, done.model, X, depth)
     finally:
-        if not (place.keep and ok):
-            shutil.rmtree(place.workdir, ignore_errors=True)
-    _report(args.rows, planted, done, auroc)
+        shutil.rmtree(place.workdir, ignore_errors=True)
+    _report(args.rows, planted, done, auroc, picture if saved else None, place.keep)
     return 0

@@ -14,20 +14,22 @@ import argparse
 import json
 import secrets
 import shlex
+import tempfile
 import time
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, OutputError
 from ..estimators import DepthDetector, make_estimator
 from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
 from ..io.outputs import write_dataset
 from ..io.xarray import depth_dataset, model_attrs
-from ..storage.atomic import SafeOutput, check_output
+from ..storage.atomic import SafeOutput, check_output, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
 from .cluster import Runner
@@ -47,6 +49,7 @@ class ScoreResult(NamedTuple):
     model: DepthDetector
     seconds: float
     rows: int
+    flagged: int | None  # rows flagged as outliers; None without --contamination
 
 
 class OutputInfo(NamedTuple):
@@ -63,7 +66,7 @@ def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
     """The estimator the options ask for, through :func:`daskdepth.estimators.make_estimator`."""
     params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
                                   support_fraction=args.support_fraction, tol=args.tol,
-                                  random_state=seed, nan_policy=args.nan_policy)
+                                  random_state=seed, nan_policy=args.nan_policy or "raise")
     if args.contamination is not None:
         params["contamination"] = args.contamination
     return make_estimator(args.depth, **params)
@@ -74,13 +77,49 @@ def draw_seed(seed: int | None) -> int:
     return seed if seed is not None else secrets.randbelow(SEED_RANGE)
 
 
-def open_source(path: str, array: str | None, min_rows: int = 1) -> ZarrInput:
-    """Open INPUT, refusing it when it has fewer than ``min_rows`` rows."""
-    source = open_input(path, array)
-    if source.shape[0] < min_rows:
-        noun = "row" if source.shape[0] == 1 else "rows"
-        raise InputError(f"{source.describe()} has {source.shape[0]} {noun}; a depth "
+def runner(args: argparse.Namespace, ui: UI) -> Runner:
+    """Where the job's computations run, as the cluster options say."""
+    return Runner(args.scheduler, ui, args.debug, timeout=args.timeout,
+                  dashboard_address=args.dashboard_address)
+
+
+def prepare_output(path: str, inputs: Sequence[str] = (), overwrite: bool = False) -> Path:
+    """Check, before any work, that the job may and can write ``path``.
+
+    Leftovers of a killed job on the same path go first (an old output that job
+    had moved aside comes back, so the checks see what is really there), then
+    :func:`~daskdepth.storage.atomic.check_output`, then whether the directory
+    is writable at all (a read-only destination must not be found after fitting).
+    """
+    if not is_url(path) and local_path(path).parent.is_dir():
+        clean_leftovers(path)
+    target = check_output(path, inputs=inputs, overwrite=overwrite)
+    try:
+        tempfile.TemporaryFile(dir=target.parent).close()
+    except OSError as exc:
+        raise OutputError(f"cannot write {path!r}: directory {str(target.parent)!r} is not "
+                          f"writable ({exc.strerror or exc})") from None
+    return target
+
+
+def open_source(path: str, array: str | None, min_rows: int = 1,
+                sample_dim: str | None = None) -> ZarrInput:
+    """Open INPUT, refusing it when it has fewer than ``min_rows`` rows.
+
+    Warns when it has more features than rows: a dataset stored as
+    (feature, sample) is then read with features as rows (``--sample-dim``).
+    """
+    source = open_input(path, array, sample_dim=sample_dim)
+    n, d = source.shape
+    if n < min_rows:
+        noun = "row" if n == 1 else "rows"
+        raise InputError(f"{source.describe()} has {n} {noun}; a depth "
                          f"reference needs at least {min_rows}")
+    if d > n and sample_dim is None:
+        other = str(source.data.dims[1])
+        warnings.warn(f"{source.describe()}: more features ({d:,}, along {other!r}) than rows "
+                      f"({n:,}, along {source.sample_dim!r}); if the samples run along "
+                      f"{other!r}, pass --sample-dim {other}", UserWarning, stacklevel=2)
     return source
 
 
@@ -112,18 +151,20 @@ def job_attrs(model: DepthDetector, command: str, argv: Sequence[str]) -> dict[s
     return attrs
 
 
-def check_features(model: DepthDetector, source: ZarrInput) -> None:
+def check_features(model: DepthDetector, source: ZarrInput, model_path: str) -> None:
     """Refuse an INPUT whose features differ from the model's (in number, or by name)."""
     names = getattr(model, "feature_names_in_", None)
+    where = source.path if source.array is None else f"{source.path} (array {source.array!r})"
     if source.shape[1] != model.n_features_in_:
-        raise ValueError(f"INPUT has {source.shape[1]} features but the model was fitted on "
-                         f"{model.n_features_in_}")
+        raise ValueError(f"{where} has {source.shape[1]} features but the model "
+                         f"{model_path} was fitted on {model.n_features_in_}; score data with "
+                         "the model's features")
     coord = source.data.coords.get(source.data.dims[1])
     if names is not None and coord is not None and coord.dtype.kind in "OUS":
         have = [str(v) for v in np.asarray(coord.values)]
         if have != [str(v) for v in names]:
-            raise ValueError(f"INPUT's features {have} differ from the model's "
-                             f"{[str(v) for v in names]}")
+            raise ValueError(f"the features of {where}, {have}, differ from those of the "
+                             f"model {model_path}, {[str(v) for v in names]}")
 
 
 def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> float:
@@ -140,8 +181,12 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> floa
 
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
-                contamination: float | None, attrs: dict[str, Any]) -> None:
-    """Score the input and write the depth (and outlier flags) into the output's temporary."""
+                contamination: float | None, attrs: dict[str, Any]) -> int | None:
+    """Score the input and write the depth (and outlier flags) into the output's temporary.
+
+    Returns how many rows were flagged as outliers (None without ``contamination``),
+    counted by the same computation that writes them.
+    """
     ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs)
     if contamination is not None:
         ds.attrs["contamination"] = float(contamination)
@@ -149,7 +194,31 @@ def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: Sa
     else:
         ds.attrs.pop("contamination", None)
         ds.attrs.pop("offset", None)
-    write_dataset(ds, out.path, compute=lambda d: runner.compute(d, "scoring and writing"))
+    flagged: list[int] = []
+
+    def compute(delayed: Any) -> None:
+        if contamination is None:
+            runner.compute(delayed, "writing")
+            return
+        _, count = runner.compute((delayed, ds["outlier"].data.sum()), "writing")
+        flagged.append(int(count))
+
+    write_dataset(ds, out.path, compute=compute)
+    return flagged[0] if flagged else None
+
+
+def flagged_text(flagged: int | None, rows: int) -> str:
+    """``, 12 rows (1.2%) flagged as outliers`` (empty without flags).
+
+    Examples
+    --------
+    >>> flagged_text(12, 1000), flagged_text(None, 1000)
+    (', 12 of 1,000 rows (1.20%) flagged as outliers', '')
+    """
+    if flagged is None:
+        return ""
+    return (f", {flagged:,} of {rows:,} rows ({100 * flagged / max(rows, 1):.2f}%) flagged as "
+            "outliers")
 
 
 # --------------------------------------------------------------------------- score and fit
@@ -157,18 +226,18 @@ def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: Sa
 
 def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreResult:
     """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT."""
-    check_output(args.out, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2)
+    prepare_output(args.out, inputs=[args.input], overwrite=args.overwrite)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
     model = make_model(args, draw_seed(args.seed))
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
-            Runner(args.scheduler, ui, args.debug) as runner:
-        fit(runner, ui, model, source)
+            runner(args, ui) as run:
+        fit(run, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
-        write_depth(runner, model, source, out, args.contamination, attrs)
+        flagged = write_depth(run, model, source, out, args.contamination, attrs)
         target = out.commit()
-    return ScoreResult(target, model, time.time() - start, source.shape[0])
+    return ScoreResult(target, model, time.time() - start, source.shape[0], flagged)
 
 
 def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
@@ -176,24 +245,29 @@ def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     done = run_score(args, ui, argv)
     ui.result(f"wrote the {done.model._depth_kind.upper()} depth of {done.rows:,} rows to "
               f"{done.target} in {done.seconds:.1f} s (error bound "
-              f"{done.model.error_bound_:.3g})")
+              f"{done.model.error_bound_:.3g}){flagged_text(done.flagged, done.rows)}")
     return 0
 
 
 def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth fit INPUT --model MODEL``."""
-    check_output(args.model, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2)
+    prepare_output(args.model, inputs=[args.input], overwrite=args.overwrite)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
     seed = draw_seed(args.seed)
     model = make_model(args, seed)
-    with Runner(args.scheduler, ui, args.debug) as runner:
-        elapsed = fit(runner, ui, model, source)
+    with runner(args, ui) as run:
+        elapsed = fit(run, ui, model, source)
     metadata = {"command_line": shlex.join(["daskdepth", *argv]),
                 "contamination_given": args.contamination is not None, "seed": seed}
     metadata.update(input_attrs(source))
     target = save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
+    flags = (f"; 'apply' flags outliers below its offset {model.offset_:.4g} (contamination "
+             f"{model.contamination:g})" if args.contamination is not None else
+             "; no contamination given, so 'apply' writes outlier flags only with "
+             "--contamination")
     ui.result(f"saved the {model._depth_kind.upper()} model fitted on {model.n_samples_fit_:,} "
-              f"rows to {target} ({elapsed:.1f} s, error bound {model.error_bound_:.3g})")
+              f"rows to {target} ({elapsed:.1f} s, error bound {model.error_bound_:.3g})"
+              f"{flags}")
     return 0
 
 
@@ -230,20 +304,22 @@ def _apply_attrs(model: DepthDetector, source: ZarrInput, model_path: str,
 def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth apply MODEL INPUT --out OUTPUT``."""
     inputs = [args.input, args.model]
-    check_output(args.out, inputs=inputs, overwrite=args.overwrite)
+    prepare_output(args.out, inputs=inputs, overwrite=args.overwrite)
     document = read_attributes(args.model)
     model = load_model(args.model)
-    source = open_source(args.input, args.array)
-    check_features(model, source)
+    if args.nan_policy is not None:
+        model.set_params(nan_policy=args.nan_policy)
+    source = open_source(args.input, args.array, sample_dim=args.sample_dim)
+    check_features(model, source, args.model)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
-            Runner(args.scheduler, ui, args.debug) as runner:
+            runner(args, ui) as run:
         attrs = _apply_attrs(model, source, args.model, document, argv)
-        write_depth(runner, model, source, out, contamination, attrs)
+        flagged = write_depth(run, model, source, out, contamination, attrs)
         target = out.commit()
     ui.result(f"wrote the {model._depth_kind.upper()} depth of {source.shape[0]:,} rows to "
-              f"{target} in {time.time() - start:.1f} s")
+              f"{target} in {time.time() - start:.1f} s{flagged_text(flagged, source.shape[0])}")
     return 0
 
 
@@ -262,7 +338,8 @@ def cmd_info(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         return 0
     info = output_info(args.path)
     if info is None:
-        raise InputError(f"{args.path!r} is neither a daskdepth model nor a daskdepth output")
+        raise InputError(f"{args.path!r} is neither a model saved by 'daskdepth fit' nor an "
+                         "output of 'daskdepth score' or 'apply'")
     print(json.dumps(info.attrs, indent=2, default=str) if args.json else info.text)
     return 0
 
@@ -276,8 +353,15 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
                                                model.get_params().items()),
              f"  fitted on:      {model.n_samples_fit_:,} rows x {model.n_features_in_} features",
              f"  directions:     {model.n_directions_}",
-             f"  error bound:    {model.error_bound_:.3g}",
-             f"  offset:         {model.offset_:.6g} (contamination {model.contamination})"]
+             f"  error bound:    {model.error_bound_:.3g}"]
+    if _apply_contamination(None, model, document) is not None:
+        lines.append(f"  outlier flags:  'apply' writes them: depth below {model.offset_:.6g} "
+                     f"(contamination {model.contamination:g})")
+    else:
+        lines += ["  outlier flags:  none unless 'apply' is given --contamination C (the model "
+                  "was fitted without one)",
+                  f"  offset_:        {model.offset_:.6g} (for Python's predict(): the default "
+                  f"contamination {model.contamination:g})"]
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         lines.append(f"  features:       {', '.join(map(str, names))}")
@@ -295,7 +379,8 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
 def output_info(path: str) -> OutputInfo | None:
     """The attributes and description of a daskdepth output store; None for other stores."""
     if not is_url(path) and not local_path(path).exists():
-        raise FileNotFoundError(f"{path!r} does not exist")
+        raise FileNotFoundError(f"{path!r} does not exist (info describes a model saved by "
+                                "'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
     try:
         ds = open_dataset(path)
     except Exception:  # not a dataset xarray can open: not an output of daskdepth

@@ -22,6 +22,15 @@ DEMO_FEATURES = 4
 #: Share of planted outliers in the demo data set.
 DEMO_OUTLIERS = 0.02
 
+#: Seconds to wait for a scheduler given by --scheduler (dask's connect timeout).
+DEFAULT_TIMEOUT = 30.0
+#: Where the local cluster's dashboard listens unless --dashboard-address says otherwise.
+DEFAULT_DASHBOARD = "127.0.0.1:8787"
+#: Where the demo saves its picture unless --picture says otherwise.
+DEMO_PICTURE = "daskdepth-demo.png"
+
+USAGE = "daskdepth [-h] [--version] COMMAND ..."
+
 DESCRIPTION = """\
 Distributed AI-IRW and IRW data depth over Zarr stores.
 
@@ -30,12 +39,15 @@ commands:
   fit INPUT --model MODEL      fit on INPUT and save the model
   apply MODEL INPUT --out OUT  score INPUT with a saved model
   info PATH                    describe a saved model or an output store
-  demo [--out OUTPUT]          run the main job on a built-in data set
+  demo [--out OUTPUT]          run the main job on a generated data set
+
+'daskdepth COMMAND --help' describes a command's options.
 
 INPUT is a Zarr store (format 2 or 3): a single 2-D array (samples x
 features), a group with --array NAME, or an xarray dataset with
 --array VARIABLE.  OUTPUT opens with xarray.open_zarr as a dataset with
-the variable 'depth' over the sample dimension."""
+the variable 'depth' over the sample dimension, and a boolean 'outlier'
+when a contamination was given (to score or apply, or to fit for apply)."""
 
 EPILOG = """\
 exit status: 0 success, 1 the job failed, 2 usage error.
@@ -67,15 +79,50 @@ def _argument(convert: Callable[[str], Any], expected: str,
     return parse
 
 
-def _positive(value: int) -> None:
-    if value < 1:
-        raise ValueError(f"expected a positive integer, got {value}")
+def _positive(value: float) -> None:
+    if value <= 0:
+        raise ValueError(f"expected a positive number, got {value:g}")
+
+
+#: Protocols of distributed's scheduler addresses.
+PROTOCOLS = ("tcp", "tls", "ucx", "ws", "wss", "inproc")
+
+
+def check_scheduler_address(text: str, local: frozenset[str] | set[str] = frozenset()) -> None:
+    """Refuse what is neither ``[PROTOCOL://]HOST:PORT`` nor the name of a local scheduler.
+
+    Examples
+    --------
+    >>> check_scheduler_address("tcp://10.0.0.5:8786")
+    >>> check_scheduler_address("bogus", {"threads"})
+    Traceback (most recent call last):
+    ...
+    ValueError: expected the address of a running Dask scheduler, tcp://HOST:PORT (its port, \
+8786 by default), or a local scheduler (threads); got 'bogus'
+    """
+    names = ", ".join(sorted(local))
+    problem = (f"expected the address of a running Dask scheduler, tcp://HOST:PORT (its port, "
+               f"8786 by default), or a local scheduler ({names}); got {text!r}")
+    if text in local:
+        return
+    protocol, sep, rest = text.partition("://")
+    if not sep:
+        protocol, rest = "tcp", text
+    if protocol not in PROTOCOLS:
+        raise ValueError(f"{problem}: unknown protocol {protocol!r} (known: "
+                         f"{', '.join(PROTOCOLS)})")
+    if protocol == "inproc":
+        return
+    host, colon, port = rest.rpartition(":")
+    if not colon or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(problem)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``daskdepth`` argument parser (subcommands score, fit, apply, info, demo).
 
-    The chosen command is ``args.command``.
+    The chosen command is ``args.command``.  :func:`parse_command_line` also
+    checks the options that depend on each other.
 
     Examples
     --------
@@ -84,23 +131,37 @@ def build_parser() -> argparse.ArgumentParser:
     ('score', 0.0, 'ai-irw')
     """
     # deferred: the estimators import Dask; importing the CLI must not (--version)
+    from ..covariance.estimate import COVARIANCE_METHODS
     from ..estimators import DEPTHS, check_param
+    from ..runtime.client import LOCAL_SCHEDULERS
 
     def param(name: str, convert: Callable[[str], Any], expected: str) -> Callable[[str], Any]:
         return _argument(convert, expected, lambda value: check_param(name, value))
 
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument("-q", "--quiet", action="store_true",
-                        help="print nothing but errors (no status lines, no progress bar)")
-    common.add_argument("--debug", action="store_true",
-                        help="show the full traceback of errors")
+                        help="print nothing but errors (no status lines, no progress)")
+    debug = argparse.ArgumentParser(add_help=False)
+    debug.add_argument("--debug", action="store_true",
+                       help="show the full traceback of errors, and distributed's logs")
 
     cluster = argparse.ArgumentParser(add_help=False)
-    cluster.add_argument("--scheduler", metavar="ADDRESS",
-                         help="address of a running Dask scheduler (e.g. tcp://host:8786); "
-                              "the name of one of Dask's local schedulers ('threads', "
-                              "'synchronous', 'processes', ...); default: a local cluster sized "
-                              "to this machine")
+    cluster.add_argument(
+        "--scheduler", metavar="ADDRESS",
+        type=_argument(str, "an address",
+                       lambda text: check_scheduler_address(text, LOCAL_SCHEDULERS)),
+        help="a running Dask scheduler, tcp://HOST:PORT (its port, 8786 by default, not the "
+             "dashboard's 8787), or one of Dask's local schedulers ("
+             + ", ".join(sorted(LOCAL_SCHEDULERS)) + "); default: a local cluster sized to "
+             "this machine")
+    cluster.add_argument("--timeout", type=_argument(float, "a number of seconds", _positive),
+                         default=DEFAULT_TIMEOUT, metavar="SECONDS",
+                         help=f"how long to wait for --scheduler to answer (default: "
+                              f"{DEFAULT_TIMEOUT:g})")
+    cluster.add_argument("--dashboard-address", default=DEFAULT_DASHBOARD, metavar="HOST:PORT",
+                         help=f"where the local cluster's dashboard listens (default: "
+                              f"{DEFAULT_DASHBOARD}, this machine only; ':8787' for every "
+                              "interface)")
 
     fitting = argparse.ArgumentParser(add_help=False)
     fitting.add_argument("--depth", choices=tuple(DEPTHS), default="ai-irw",
@@ -108,9 +169,10 @@ def build_parser() -> argparse.ArgumentParser:
     fitting.add_argument("--n-directions", type=param("n_directions", int, "an integer"),
                          metavar="M", help="number of random directions (default: 100 x "
                                            "features)")
-    fitting.add_argument("--covariance", default="sample", metavar="NAME",
-                         help="covariance estimate for AI-IRW, as covariance= of "
-                              "daskdepth.AIIRW (default: sample)")
+    fitting.add_argument("--covariance", choices=COVARIANCE_METHODS, default="sample",
+                         metavar="NAME",
+                         help="covariance estimate for AI-IRW: " + ", ".join(COVARIANCE_METHODS)
+                              + " (default: sample; mcd is robust to outliers)")
     fitting.add_argument("--support-fraction", type=param("support_fraction", float, "a number"),
                          metavar="F",
                          help="share of rows in the raw MCD support, with --covariance mcd "
@@ -120,40 +182,52 @@ def build_parser() -> argparse.ArgumentParser:
                          help="certified bound on the depth error (default: 1e-4; 0: exact)")
     fitting.add_argument("--seed", type=param("random_state", int, "an integer seed"),
                          metavar="S", help="random seed (default: drawn at random and recorded)")
-    fitting.add_argument("--contamination", type=param("contamination", float, "a number"),
-                         metavar="C", help="share of outliers: also write boolean 'outlier' "
-                                           "flags")
-    fitting.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
-                         help="rows with NaN/inf: fail (raise, default) or give them NaN depth")
+    nan_policy = argparse.ArgumentParser(add_help=False)
+    nan_policy.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
+                            help="rows with NaN/inf: fail (raise, the default) or give them NaN "
+                                 "depth (omit)")
 
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--array", metavar="NAME",
                         help="array (or dataset variable) of a Zarr group to read")
+    source.add_argument("--sample-dim", metavar="DIM",
+                        help="the dimension of an xarray variable that runs over samples "
+                             "(default: its first)")
     source.add_argument("--overwrite", action="store_true",
                         help="replace an existing output")
 
     parser = argparse.ArgumentParser(
-        prog="daskdepth", description=DESCRIPTION, epilog=EPILOG,
+        prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    # The commands are listed once, in DESCRIPTION, with their arguments.
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
     sub.required = True
 
-    p = sub.add_parser("score", parents=[common, cluster, fitting, source],
+    p = sub.add_parser("score", parents=[common, debug, cluster, fitting, nan_policy, source],
                        help="fit on INPUT and write the depth of its rows",
                        description="Fit the depth on INPUT and write the depth of each of its "
                                    "rows to OUTPUT.")
     p.add_argument("input", metavar="INPUT", help="Zarr store to score")
     p.add_argument("--out", required=True, metavar="OUTPUT", help="Zarr store to create")
+    p.add_argument("--contamination", type=param("contamination", float, "a number"),
+                   metavar="C", help="share of outliers: also write boolean 'outlier' flags "
+                                     "for the C least deep rows (default: no flags)")
 
-    p = sub.add_parser("fit", parents=[common, cluster, fitting, source],
+    p = sub.add_parser("fit", parents=[common, debug, cluster, fitting, nan_policy, source],
                        help="fit on INPUT and save the model",
                        description="Fit the depth on INPUT and save the model as a Zarr store "
                                    "(arrays and JSON attributes, no pickle).")
     p.add_argument("input", metavar="INPUT", help="Zarr store of reference rows")
     p.add_argument("--model", required=True, metavar="MODEL", help="model store to create")
+    p.add_argument("--contamination", type=param("contamination", float, "a number"),
+                   metavar="C",
+                   help="share of outliers among the reference rows: saved with the model "
+                        "with its threshold, so that 'apply' writes 'outlier' flags "
+                        "(default: none, and 'apply' writes flags only when given "
+                        "--contamination)")
 
-    p = sub.add_parser("apply", parents=[common, cluster, source],
+    p = sub.add_parser("apply", parents=[common, debug, cluster, source],
                        help="score INPUT with a saved model",
                        description="Write the depth of the rows of INPUT with respect to the "
                                    "reference a saved MODEL was fitted on.")
@@ -162,25 +236,80 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, metavar="OUTPUT", help="Zarr store to create")
     p.add_argument("--contamination", type=param("contamination", float, "a number"),
                    metavar="C",
-                   help="write 'outlier' flags for this share of the reference rows (default: "
-                        "the contamination given to 'fit', if any)")
+                   help="write 'outlier' flags: depth below the threshold that flags this "
+                        "share of the reference rows (default: the contamination given to "
+                        "'fit', if any; else no flags)")
+    p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
+                   help="rows with NaN/inf: fail (raise) or give them NaN depth (omit) "
+                        "(default: the model's, as given to 'fit')")
 
-    p = sub.add_parser("info", parents=[common],
+    p = sub.add_parser("info", parents=[debug],
                        help="describe a saved model or an output store",
                        description="Print what a saved model or a depth output store holds.")
-    p.add_argument("path", metavar="MODEL_OR_OUTPUT")
+    p.add_argument("path", metavar="MODEL_OR_OUTPUT",
+                   help="a model saved by 'daskdepth fit', or an output of 'daskdepth score' "
+                        "or 'apply'")
     p.add_argument("--json", action="store_true", help="print the attributes as JSON")
 
-    p = sub.add_parser("demo", parents=[common, cluster],
-                       help="run the main job on a built-in data set",
-                       description=f"Score a built-in data set ({DEMO_ROWS:,} x {DEMO_FEATURES} "
-                                   f"Gaussian rows with {DEMO_OUTLIERS:.0%} planted outliers, "
-                                   "seed 0) with the same code as 'score' and report the time, "
-                                   "the error bound and how well the depth finds the planted "
-                                   "outliers.")
+    p = sub.add_parser(
+        "demo", parents=[common, debug, cluster],
+        help="run the main job on a generated data set",
+        description=f"Score a generated data set ({DEMO_ROWS:,} correlated Gaussian rows x "
+                    f"{DEMO_FEATURES} features, {DEMO_OUTLIERS:.0%} of them planted outliers, "
+                    "seed 0) with the same code as 'score', report the time, the error "
+                    "bound and how well the depth finds the planted outliers, and save a "
+                    "picture (with matplotlib: pip install 'daskdepth[plot]').  The first "
+                    "run compiles daskdepth's kernels (about 20 s more); later runs reuse "
+                    "them.  Nothing is left in the temporary folder.")
     p.add_argument("--out", metavar="OUTPUT",
-                   help="Zarr store to create (default: in a new temporary directory)")
+                   help="keep the depth: Zarr store to create (default: not kept)")
+    p.add_argument("--picture", metavar="PNG", default=DEMO_PICTURE,
+                   help=f"where to save the picture (default: {DEMO_PICTURE} in the current "
+                        "directory, replaced if present)")
     p.add_argument("--overwrite", action="store_true", help="replace an existing output")
     p.add_argument("--rows", type=_argument(int, "a positive integer", _positive),
                    default=DEMO_ROWS, help=argparse.SUPPRESS)
     return parser
+
+
+def check_options(args: argparse.Namespace) -> None:
+    """Refuse options that contradict each other (a ValueError says which and what to do).
+
+    Examples
+    --------
+    >>> args = build_parser().parse_args(["score", "x.zarr", "--out", "o.zarr", "--depth", "irw",
+    ...                                   "--covariance", "mcd"])
+    >>> check_options(args)
+    Traceback (most recent call last):
+    ...
+    ValueError: --covariance mcd does not apply to --depth irw (IRW does not whiten): leave \
+it out, or use --depth ai-irw
+    """
+    depth = getattr(args, "depth", None)
+    covariance = getattr(args, "covariance", "sample")
+    if depth == "irw" and covariance != "sample":
+        raise ValueError(f"--covariance {covariance} does not apply to --depth irw (IRW does "
+                         "not whiten): leave it out, or use --depth ai-irw")
+    if getattr(args, "support_fraction", None) is not None and covariance != "mcd":
+        raise ValueError("--support-fraction applies to --covariance mcd only: add "
+                         "--covariance mcd, or leave --support-fraction out")
+
+
+def parse_command_line(argv: list[str]) -> argparse.Namespace:
+    """Parse ``argv`` and check the options together; usage errors exit with status 2."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        check_options(args)
+    except ValueError as exc:
+        subparser = _subparser(parser, args.command)
+        subparser.error(str(exc))
+    return args
+
+
+def _subparser(parser: argparse.ArgumentParser, command: str) -> argparse.ArgumentParser:
+    """The parser of ``command`` (its usage line is the one to print with an error)."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            return action.choices[command]
+    return parser  # pragma: no cover - build_parser always has subcommands

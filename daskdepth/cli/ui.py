@@ -50,6 +50,9 @@ def error_lines(exc: BaseException) -> list[str]:
     ['daskdepth: error: RuntimeError: boom', '(run with --debug for the traceback)']
     """
     text = " ".join(str(exc).split()) or type(exc).__name__
+    if "scheduler-connection-lost" in text:  # distributed's FutureCancelledError
+        return ["daskdepth: error: the connection to the Dask scheduler was lost during the "
+                "job (did the scheduler stop?); nothing was written"]
     text = text.replace("pass nan_policy='omit'", "pass --nan-policy omit")
     if isinstance(exc, PLAIN_ERRORS):
         return [f"daskdepth: error: {text}"]
@@ -57,16 +60,29 @@ def error_lines(exc: BaseException) -> list[str]:
             "(run with --debug for the traceback)"]
 
 
-def progress_line(label: str, fraction: float, elapsed: float, width: int = 40) -> str:
+def progress_line(label: str, fraction: float | None, elapsed: float, width: int = 40,
+                  tick: int = 0) -> str:
     """One redrawn line of a progress bar (starts with a carriage return, clears to the end).
+
+    ``fraction`` None draws a block moving with ``tick``: work whose share done is
+    not known (it runs on this machine, without tasks to count).
 
     Examples
     --------
     >>> progress_line("fitting: histogram", 0.5, 2.0, width=10)
     '\\r[#####     ] |  50% | fitting: histogram |   2.0s\\x1b[K'
+    >>> progress_line("fitting: mcd-fastmcd", None, 2.0, width=10, tick=3)
+    '\\r[   ##     ] |   ~  | fitting: mcd-fastmcd |   2.0s\\x1b[K'
     """
-    bar = "#" * int(width * fraction)
-    return f"\r[{bar:<{width}}] | {int(100 * fraction):3d}% | {label} | {elapsed:5.1f}s\33[K"
+    if fraction is None:
+        span = max(1, width // 4)
+        pos = tick % (width - span + 1)
+        bar = " " * pos + "#" * span
+        share = "  ~ "
+    else:
+        bar = "#" * int(width * fraction)
+        share = f"{int(100 * fraction):3d}%"
+    return f"\r[{bar:<{width}}] | {share} | {label} | {elapsed:5.1f}s\33[K"
 
 
 def clear_line() -> None:

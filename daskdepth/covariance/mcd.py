@@ -343,8 +343,9 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     in_memory = z.shape[0] == n
     # Small matrices, and chunk tasks that already run in parallel: BLAS threads
     # only add synchronisation (and spin badly when the cores are shared).
-    with threadpool_limits(limits=1, user_api="blas"):
+    with threadpool_limits(limits=1, user_api="blas"), phase("mcd-fastmcd", tasks=False):
         best = _best_on_sample(z, h, n, rw_thr, np.random.default_rng([seed, _STREAM]))
+    with threadpool_limits(limits=1, user_api="blas"):
         passes = 1
         if not in_memory:
             ev = DaskEvaluator(x, mean, basis, back, z, n, token)

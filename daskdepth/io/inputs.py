@@ -63,7 +63,8 @@ class _Located(NamedTuple):
 
 
 def open_input(path: str | os.PathLike[str], array: str | None = None, *,
-               storage_options: dict[str, Any] | None = None) -> ZarrInput:
+               storage_options: dict[str, Any] | None = None,
+               sample_dim: str | None = None) -> ZarrInput:
     """Open a 2-D array of a Zarr store lazily.
 
     Parameters
@@ -75,6 +76,9 @@ def open_input(path: str | os.PathLike[str], array: str | None = None, *,
         the store is a single array or the group holds exactly one 2-D array.
     storage_options : dict, optional
         Passed to fsspec for URLs.
+    sample_dim : str, optional
+        The dimension that runs over samples (default: the array's first), e.g.
+        ``'time'`` for a variable stored as ``(feature, time)``.
 
     Returns
     -------
@@ -103,6 +107,12 @@ def open_input(path: str | os.PathLike[str], array: str | None = None, *,
     where = text if found.name is None else f"{text}/{found.name}"
     _check_array(found.array.shape, np.dtype(found.array.dtype), where)
     data = _data_array(found, text, storage_options)
+    if sample_dim is not None:
+        if sample_dim not in data.dims:
+            raise InputError(f"{where} has no dimension {sample_dim!r} (its dimensions: "
+                             f"{', '.join(map(str, data.dims))}); name one of them with "
+                             "--sample-dim")
+        data = data.transpose(sample_dim, ...)
     if data.dtype.kind not in "biuf":  # decoding may change the dtype (e.g. to datetimes)
         _check_array(data.shape, data.dtype, text)
     data = data.copy(data=_input_chunks(data.data))

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+import threading
+import uuid
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import dask
@@ -26,20 +28,67 @@ def active_client() -> Any | None:
         return None
 
 
+#: Told ``(name, True, span_id)`` when a phase starts and ``(name, False, span_id)`` when it
+#: ends; ``span_id`` is the distributed span's id, None for work done here without tasks.
+PhaseListener = Callable[[str, bool, "str | None"], None]
+_listeners: list[PhaseListener] = []
+_listeners_lock = threading.Lock()
+
+
 @contextlib.contextmanager
-def phase(name: str) -> Iterator[None]:
-    """Group the tasks submitted inside under the span ``("daskdepth", name)``."""
-    with span("daskdepth", name):
+def listen_to_phases(listener: PhaseListener) -> Iterator[None]:
+    """Call ``listener`` at the start and end of every :func:`phase` inside (progress displays)."""
+    with _listeners_lock:
+        _listeners.append(listener)
+    try:
         yield
+    finally:
+        with _listeners_lock:
+            _listeners.remove(listener)
+
+
+def _tell(name: str, started: bool, span_id: str | None) -> None:
+    with _listeners_lock:
+        listeners = list(_listeners)
+    for listener in listeners:
+        listener(name, started, span_id)
+
+
+@contextlib.contextmanager
+def phase(name: str, *, tasks: bool = True) -> Iterator[None]:
+    """Group the tasks submitted inside under the span ``("daskdepth", name)``.
+
+    ``tasks=False`` marks work done here, without Dask tasks (e.g. FastMCD on an
+    in-memory sample), so that progress displays can say what the job is doing.
+    """
+    if not tasks:
+        _tell(name, True, None)
+        try:
+            yield
+        finally:
+            _tell(name, False, None)
+        return
+    with span("daskdepth", name) as span_id:
+        _tell(name, True, span_id)
+        try:
+            yield
+        finally:
+            _tell(name, False, span_id)
 
 
 def broadcast(obj: Any, name: str) -> Any:
-    """Make a large read-only object available to every task that needs it.
+    """Make a large read-only object available to every task that needs it, under ``name``.
 
     On a distributed cluster it is scattered once to every worker; otherwise it
     becomes a single graph key, shared by reference by the local schedulers.
+    Either way its key is ``name`` (a :func:`daskdepth.runtime.keys.key_name`),
+    so the dashboard shows it in the group of its verb (``client.scatter`` names
+    a lone object ``<type>-<uuid>``, but keeps the keys of a dict).  Scattered
+    keys get a unique suffix: a key reused soon after an earlier job released it
+    could meet that release on the scheduler.
     """
     client = active_client()
     if client is not None:
-        return client.scatter(obj, broadcast=True, hash=False)
+        key = f"{name}-{uuid.uuid4().hex[:12]}"
+        return client.scatter({key: obj}, broadcast=True)[key]
     return delayed(obj, name=name, traverse=False)

@@ -1,7 +1,13 @@
-"""Task key names: ``daskdepth-<verb>-<token>``, from one tuple of verbs.
+"""Task key names: ``<verb>-daskdepth-<token>``, from one table of verbs.
 
-The dashboard's task stream, progress bars and spans group tasks by the part
-of the key before the token, so each pass shows under its verb.
+The dashboard groups tasks by the part of the key before the token (dask's
+``key_split``: the leading words made of letters only), here
+``<verb>-daskdepth``, and its progress panel shows a group's name only up to
+15 characters, cutting longer ones to 12 and ``...``.  So the verb, the word
+that tells the passes apart, comes first (every verb has at most 12 letters and
+is always shown whole, e.g. ``histogram-da...``), and ``daskdepth`` follows it in
+every group name: the task stream, the groups and the spans show
+``histogram-daskdepth``.
 """
 
 from __future__ import annotations
@@ -29,14 +35,44 @@ VERBS: dict[str, str] = {
 }
 
 
+#: The word after the verb in every key name.
+PACKAGE_WORD = "daskdepth"
+
+
+def task_prefix(verb: str) -> str:
+    """The group name of the keys of ``verb`` (dask's ``key_split`` of them).
+
+    Examples
+    --------
+    >>> task_prefix("histogram")
+    'histogram-daskdepth'
+    """
+    if verb not in VERBS:
+        raise ValueError(f"unknown key verb {verb!r}; add it to daskdepth.runtime.keys.VERBS")
+    return f"{verb}-{PACKAGE_WORD}"
+
+
 def key_name(verb: str, token: str, *more: object) -> str:
-    """``daskdepth-<verb>-<token>[-<more>...]``; ``verb`` must be one of :data:`VERBS`.
+    """``<verb>-daskdepth-<token>[-<more>...]``; ``verb`` must be one of :data:`VERBS`.
 
     Examples
     --------
     >>> key_name("histogram", "3f2a", 0)
-    'daskdepth-histogram-3f2a-0'
+    'histogram-daskdepth-3f2a-0'
     """
-    if verb not in VERBS:
-        raise ValueError(f"unknown key verb {verb!r}; add it to daskdepth.runtime.keys.VERBS")
-    return "-".join(["daskdepth", verb, str(token), *(str(m) for m in more)])
+    return "-".join([task_prefix(verb), str(token), *(str(m) for m in more)])
+
+
+def is_package_key(key: object) -> bool:
+    """Whether a task key (a string or a tuple led by one) was named by :func:`key_name`.
+
+    Examples
+    --------
+    >>> is_package_key(("score-daskdepth-3f2a", 0)), is_package_key("sum-3f2a")
+    (True, False)
+    """
+    name = key[0] if isinstance(key, tuple) and key else key
+    if not isinstance(name, str):
+        return False
+    verb, _, rest = name.partition("-")
+    return verb in VERBS and rest.startswith(PACKAGE_WORD + "-")

@@ -8,15 +8,19 @@ with :func:`os.replace` only when it is complete.  A job killed at any moment
 leaves nothing at the target, or the old target intact when it was being
 replaced; the next job writing to the same target removes such leftovers (and
 puts back an old target that a killed job had moved aside but not yet
-replaced).
+replaced).  A job ended by a signal at any other moment (even between creating
+its temporary and entering the ``with`` block that removes it) removes it with
+:func:`remove_pending`, since every temporary is registered before it exists.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import re
 import shutil
+import threading
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -31,6 +35,16 @@ TMP_MARK = ".daskdepth-tmp-"
 OLD_MARK = ".daskdepth-old-"
 
 _LEFTOVER = re.compile(r"\.daskdepth-(tmp|old)-(\d+)-[0-9a-f]+$")
+
+#: Room a sibling's name needs after the target's name: the mark, a pid and 12 hex digits.
+SIBLING_SUFFIX = len(TMP_MARK) + 20 + 1 + 12
+#: Longest file name when the file system does not say (NAME_MAX on Linux and macOS).
+NAME_MAX = 255
+
+#: Temporaries this process created (or is about to create) and has neither committed nor
+#: removed; :func:`remove_pending` removes them when a signal ends the job.
+_PENDING: set[Path] = set()
+_PENDING_LOCK = threading.Lock()
 
 
 def check_output(out: str | os.PathLike[str], *, inputs: Sequence[str | os.PathLike[str]] = (),
@@ -123,9 +137,61 @@ def _fsync_dir(path: Path) -> None:
             os.close(fd)
 
 
+def _name_max(directory: Path) -> int:
+    try:
+        return int(os.pathconf(directory, "PC_NAME_MAX"))
+    except (OSError, ValueError, AttributeError):  # e.g. Windows, or no such directory yet
+        return NAME_MAX
+
+
+def _stem(target: Path) -> str:
+    """The start of the names of ``target``'s siblings: its name, shortened when too long.
+
+    A legal name of up to NAME_MAX characters leaves no room for a sibling's suffix;
+    such names are cut and made unique again with a hash of the whole name.
+
+    Examples
+    --------
+    >>> _stem(Path("/tmp/out.zarr"))
+    'out.zarr'
+    >>> len(_stem(Path("/tmp") / ("x" * 250))) + SIBLING_SUFFIX <= 255
+    True
+    """
+    name = target.name
+    room = _name_max(target.parent) - SIBLING_SUFFIX
+    if len(name.encode()) <= room:
+        return name
+    digest = hashlib.sha1(name.encode()).hexdigest()[:12]
+    keep = name.encode()[:max(0, room - 13)].decode(errors="ignore")
+    return f"{keep}~{digest}"
+
+
 def _sibling(target: Path, mark: str) -> Path:
     """A fresh name next to ``target`` that tells who made it: ``<target><mark><pid>-<hex>``."""
-    return target.parent / f"{target.name}{mark}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+    return target.parent / f"{_stem(target)}{mark}{os.getpid()}-{uuid.uuid4().hex[:12]}"
+
+
+def remove_pending() -> list[Path]:
+    """Remove this process's temporaries that were neither committed nor removed yet.
+
+    For a job ended by a signal: whatever the moment the signal came (even
+    between the creation of a temporary and the start of the ``with`` block
+    whose exit removes it), the temporary was registered before it was created.
+
+    Examples
+    --------
+    >>> remove_pending()
+    []
+    """
+    with _PENDING_LOCK:
+        pending = sorted(_PENDING)
+        _PENDING.clear()
+    removed = []
+    for path in pending:
+        if path.exists() or path.is_symlink():
+            _remove(path)
+            removed.append(path)
+    return removed
 
 
 def leftovers(target: str | os.PathLike[str]) -> list[Path]:
@@ -141,12 +207,13 @@ def leftovers(target: str | os.PathLike[str]) -> list[Path]:
     if not target.parent.is_dir():
         return []
     found = []
-    prefix = target.name + ".daskdepth-"
+    stem = _stem(target)
+    prefix = stem + ".daskdepth-"
     for entry in target.parent.iterdir():
         if not entry.name.startswith(prefix):
             continue
         m = _LEFTOVER.search(entry.name)
-        if m is None or entry.name[: m.start()] != target.name:
+        if m is None or entry.name[: m.start()] != stem:
             continue
         if not _pid_alive(int(m.group(2))):
             found.append(entry)
@@ -210,8 +277,23 @@ class SafeOutput:
 
     def __enter__(self) -> SafeOutput:
         clean_leftovers(self.target)
-        os.mkdir(self.path)
+        # Registered before it exists: a signal handler that raises anywhere from here on
+        # (even before this method returns, when __exit__ would not run) leaves it to
+        # remove_pending().
+        with _PENDING_LOCK:
+            _PENDING.add(self.path)
+        try:
+            os.mkdir(self.path)
+        except BaseException:
+            self._discard()
+            raise
         return self
+
+    def _discard(self) -> None:
+        """Remove the temporary (if any) and forget it."""
+        _remove(self.path)
+        with _PENDING_LOCK:
+            _PENDING.discard(self.path)
 
     def commit(self) -> Path:
         """Move the temporary into place (replacing an old target when allowed).
@@ -232,6 +314,8 @@ class SafeOutput:
             os.replace(target, old)
         os.replace(self.path, target)
         self.committed = True
+        with _PENDING_LOCK:
+            _PENDING.discard(self.path)
         if old is not None:
             _remove(old)
         _fsync_dir(target.parent)
@@ -239,4 +323,4 @@ class SafeOutput:
 
     def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
         if not self.committed:
-            _remove(self.path)
+            self._discard()
