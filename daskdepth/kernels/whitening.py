@@ -89,10 +89,19 @@ def _whiten_cholesky(corr: np.ndarray, live: np.ndarray, sd: np.ndarray
 CANONICAL_BITS = 36
 
 
-#: Eigenvalues of the correlation matrix below ``SUBSPACE_RTOL * d`` times the largest
-#: are treated as zero: well above the rounding above, far below any direction a
-#: depth could resolve.
-SUBSPACE_RTOL = 1e-9
+#: Eigenvalues of the correlation matrix below ``SUBSPACE_RTOL * d`` are treated as
+#: zero.  The threshold is absolute in correlation units (unit diagonal; the largest
+#: eigenvalue lies in [1, d]) because the rounding above is: it moves an entry by at
+#: most ``2**-37`` and so an eigenvalue by at most ``d * 2**-37 ~ 7.3e-12 d``, which
+#: this exceeds 13-fold.  (A threshold relative to the largest eigenvalue, as before,
+#: declared full-rank ill-conditioned covariances, e.g. of ``A X`` with a
+#: condition number of ``A`` of 1e4 and 20 features, singular.)
+SUBSPACE_RTOL = 1e-10
+
+
+def _nonnull(vals: np.ndarray, d: int) -> np.ndarray:
+    """Which eigenvalues of a correlation matrix of ``d`` features are not zero."""
+    return vals > SUBSPACE_RTOL * d
 
 
 def sample_covariance(n: int, scatter: np.ndarray) -> np.ndarray:
@@ -174,7 +183,7 @@ def _scaled_eigh(cov: np.ndarray, sd: np.ndarray,
     """Eigenpairs of the correlation matrix ``cov / (sd sd^T)`` and which are non-null."""
     corr = cov / np.outer(sd, sd)
     vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
-    return vals, vecs, vals > SUBSPACE_RTOL * d * vals.max()
+    return vals, vecs, _nonnull(vals, d)
 
 
 def principal_subspace(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
@@ -194,7 +203,7 @@ def principal_subspace(cov: np.ndarray) -> tuple[np.ndarray, np.ndarray] | None:
     sd = np.sqrt(var[live])
     corr = cov[np.ix_(live, live)] / np.outer(sd, sd)
     vals, vecs = np.linalg.eigh((corr + corr.T) / 2)
-    keep = vals > SUBSPACE_RTOL * d * vals.max()
+    keep = _nonnull(vals, d)
     if live.all() and keep.all():
         return np.eye(d), np.eye(d)
     e = vecs[:, keep][:, ::-1]
