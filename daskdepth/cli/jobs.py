@@ -63,7 +63,8 @@ def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
     """The estimator the options ask for, through :func:`daskdepth.estimators.make_estimator`."""
     params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
                                   support_fraction=args.support_fraction, tol=args.tol,
-                                  random_state=seed, nan_policy=args.nan_policy)
+                                  random_state=seed, nan_policy=args.nan_policy,
+                                  frame=args.frame)
     if args.contamination is not None:
         params["contamination"] = args.contamination
     return make_estimator(args.depth, **params)
@@ -140,9 +141,9 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> floa
 
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
-                contamination: float | None, attrs: dict[str, Any]) -> None:
-    """Score the input and write the depth (and outlier flags) into the output's temporary."""
-    ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs)
+                contamination: float | None, attrs: dict[str, Any], std: bool = False) -> None:
+    """Score the input and write the depth (outlier flags, standard errors) into the temporary."""
+    ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs, std=std)
     if contamination is not None:
         ds.attrs["contamination"] = float(contamination)
         ds.attrs["offset"] = float(ds["outlier"].attrs["offset"])
@@ -166,7 +167,7 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
         fit(runner, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
-        write_depth(runner, model, source, out, args.contamination, attrs)
+        write_depth(runner, model, source, out, args.contamination, attrs, std=args.std)
         target = out.commit()
     return ScoreResult(target, model, time.time() - start, source.shape[0])
 
@@ -240,7 +241,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
             Runner(args.scheduler, ui, args.debug) as runner:
         attrs = _apply_attrs(model, source, args.model, document, argv)
-        write_depth(runner, model, source, out, contamination, attrs)
+        write_depth(runner, model, source, out, contamination, attrs, std=args.std)
         target = out.commit()
     ui.result(f"wrote the {model._depth_kind.upper()} depth of {source.shape[0]:,} rows to "
               f"{target} in {time.time() - start:.1f} s")

@@ -67,6 +67,10 @@ def _argument(convert: Callable[[str], Any], expected: str,
     return parse
 
 
+def _int_or_auto(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
 def _positive(value: int) -> None:
     if value < 1:
         raise ValueError(f"expected a positive integer, got {value}")
@@ -105,9 +109,11 @@ def build_parser() -> argparse.ArgumentParser:
     fitting = argparse.ArgumentParser(add_help=False)
     fitting.add_argument("--depth", choices=tuple(DEPTHS), default="ai-irw",
                          help="depth notion (default: ai-irw)")
-    fitting.add_argument("--n-directions", type=param("n_directions", int, "an integer"),
+    fitting.add_argument("--n-directions", type=param("n_directions", _int_or_auto,
+                                                      "an integer or 'auto'"),
                          metavar="M", help="number of random directions (default: 100 x "
-                                           "features)")
+                                           "features; 'auto': enough for a standard error of "
+                                           "at most 0.005)")
     fitting.add_argument("--covariance", default="sample", metavar="NAME",
                          help="covariance estimate for AI-IRW, as covariance= of "
                               "daskdepth.AIIRW (default: sample)")
@@ -125,12 +131,19 @@ def build_parser() -> argparse.ArgumentParser:
                                            "flags")
     fitting.add_argument("--nan-policy", choices=("raise", "omit"), default="raise",
                          help="rows with NaN/inf: fail (raise, default) or give them NaN depth")
+    fitting.add_argument("--frame", choices=("correlation", "invariant"), default="correlation",
+                         help="axes of the AI-IRW directions: 'invariant' makes the depth "
+                              "affine invariant at any number of directions, for one or two "
+                              "more passes (default: correlation)")
 
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--array", metavar="NAME",
                         help="array (or dataset variable) of a Zarr group to read")
     source.add_argument("--overwrite", action="store_true",
                         help="replace an existing output")
+    source.add_argument("--std", action="store_true",
+                        help="also write 'depth_std', the Monte Carlo standard error of each "
+                             "depth over the random directions")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", description=DESCRIPTION, epilog=EPILOG,
