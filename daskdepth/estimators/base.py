@@ -234,6 +234,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         state = self.__dict__  # plain attributes only: no property, nothing computed
         kind = "AI-IRW" if self._depth_kind == "ai-irw" else "IRW"
         rows = [("depth", kind), ("covariance", self._covariance_kind())]
+        if state.get("frame", "correlation") != "correlation":
+            rows.append(("frame", str(state["frame"])))
         if "summary_" not in state:
             rows.append(("status", "not fitted"))
         else:
@@ -297,7 +299,7 @@ _PARAMS_DOC = """
     ----------
     n_directions : int, 'auto' or None, default=None
         Number of random directions ``m``; None means ``100 * n_features``, the
-        paper's choice; 'auto' picks the smallest ``m`` (between 50 and 100,000)
+        paper's choice; 'auto' picks the smallest ``m`` (between 50 and 2,500)
         for which the depth's Monte Carlo standard error (see
         ``score_samples(X, return_std=True)``) is at most 0.005 for every point
         of a pilot (100 directions, 2,000 points of the row sample against up

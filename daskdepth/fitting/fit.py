@@ -60,9 +60,10 @@ AUTO_STD = 0.005
 AUTO_PILOT = 100
 AUTO_REFERENCE = 1 << 14
 AUTO_POINTS = 2000
-#: Range of the ``m`` that ``'auto'`` picks.
+#: Range of the ``m`` that ``'auto'`` picks.  Per-direction depths lie in [0, 1/2],
+#: so their spread is at most 1/4 and ``(1/4 / AUTO_STD)**2 = 2500`` always suffices.
 AUTO_MIN = 50
-AUTO_MAX = 100_000
+AUTO_MAX = 2500
 #: Mixed into the seed: the pilot's directions are not the fit's.
 _AUTO_STREAM = 0xA0705
 
