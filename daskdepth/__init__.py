@@ -12,7 +12,7 @@ import importlib
 from typing import Any
 
 from ._version import __version__
-from .errors import CovarianceRankWarning, SummaryMemoryWarning, ToleranceWarning
+from .errors import CovarianceRankWarning, FrameWarning, SummaryMemoryWarning, ToleranceWarning
 
 #: Public name -> (module, attribute).  Loaded on first use (PEP 562), so that
 #: ``daskdepth --version`` and ``import daskdepth.cli`` do not load Dask and NumPy's
@@ -26,8 +26,9 @@ _LAZY = {
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
 }
 
-__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "SummaryMemoryWarning",
-           "ToleranceWarning", "__version__", "load", "score", "score_dataset"]
+__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FrameWarning",
+           "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load", "score",
+           "score_dataset"]
 
 
 def __getattr__(name: str) -> Any:

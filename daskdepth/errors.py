@@ -15,6 +15,10 @@ class CovarianceRankWarning(UserWarning):
     """The covariance is singular; AI-IRW depth is computed in its principal subspace."""
 
 
+class FrameWarning(UserWarning):
+    """``frame='invariant'``: the data do not fix the invariant frame completely (symmetries)."""
+
+
 class ToleranceWarning(UserWarning):
     """The certified error bound could not be brought below ``tol``."""
 

@@ -66,7 +66,8 @@ def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
     """The estimator the options ask for, through :func:`daskdepth.estimators.make_estimator`."""
     params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
                                   support_fraction=args.support_fraction, tol=args.tol,
-                                  random_state=seed, nan_policy=args.nan_policy or "raise")
+                                  random_state=seed, nan_policy=args.nan_policy or "raise",
+                                  frame=args.frame)
     if args.contamination is not None:
         params["contamination"] = args.contamination
     return make_estimator(args.depth, **params)
@@ -181,13 +182,14 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> floa
 
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
-                contamination: float | None, attrs: dict[str, Any]) -> int | None:
-    """Score the input and write the depth (and outlier flags) into the output's temporary.
+                contamination: float | None, attrs: dict[str, Any],
+                std: bool = False) -> int | None:
+    """Score the input and write the depth (outlier flags, standard errors) into the temporary.
 
     Returns how many rows were flagged as outliers (None without ``contamination``),
     counted by the same computation that writes them.
     """
-    ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs)
+    ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs, std=std)
     if contamination is not None:
         ds.attrs["contamination"] = float(contamination)
         ds.attrs["offset"] = float(ds["outlier"].attrs["offset"])
@@ -235,7 +237,7 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
         fit(run, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
-        flagged = write_depth(run, model, source, out, args.contamination, attrs)
+        flagged = write_depth(run, model, source, out, args.contamination, attrs, std=args.std)
         target = out.commit()
     return ScoreResult(target, model, time.time() - start, source.shape[0], flagged)
 
@@ -316,7 +318,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
             runner(args, ui) as run:
         attrs = _apply_attrs(model, source, args.model, document, argv)
-        flagged = write_depth(run, model, source, out, contamination, attrs)
+        flagged = write_depth(run, model, source, out, contamination, attrs, std=args.std)
         target = out.commit()
     ui.result(f"wrote the {model._depth_kind.upper()} depth of {source.shape[0]:,} rows to "
               f"{target} in {time.time() - start:.1f} s{flagged_text(flagged, source.shape[0])}")

@@ -118,6 +118,10 @@ def check_scheduler_address(text: str, local: frozenset[str] | set[str] = frozen
         raise ValueError(problem)
 
 
+def _int_or_auto(text: str) -> int | str:
+    return text if text == "auto" else int(text)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``daskdepth`` argument parser (subcommands score, fit, apply, info, demo).
 
@@ -166,9 +170,11 @@ def build_parser() -> argparse.ArgumentParser:
     fitting = argparse.ArgumentParser(add_help=False)
     fitting.add_argument("--depth", choices=tuple(DEPTHS), default="ai-irw",
                          help="depth notion (default: ai-irw)")
-    fitting.add_argument("--n-directions", type=param("n_directions", int, "an integer"),
+    fitting.add_argument("--n-directions", type=param("n_directions", _int_or_auto,
+                                                      "an integer or 'auto'"),
                          metavar="M", help="number of random directions (default: 100 x "
-                                           "features)")
+                                           "features; 'auto': enough for a standard error of "
+                                           "at most 0.005)")
     fitting.add_argument("--covariance", choices=COVARIANCE_METHODS, default="sample",
                          metavar="NAME",
                          help="covariance estimate for AI-IRW: " + ", ".join(COVARIANCE_METHODS)
@@ -186,6 +192,10 @@ def build_parser() -> argparse.ArgumentParser:
     nan_policy.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                             help="rows with NaN/inf: fail (raise, the default) or give them NaN "
                                  "depth (omit)")
+    fitting.add_argument("--frame", choices=("correlation", "invariant"), default="correlation",
+                         help="axes of the AI-IRW directions: 'invariant' makes the depth "
+                              "affine invariant at any number of directions, for one or two "
+                              "more passes (default: correlation)")
 
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--array", metavar="NAME",
@@ -195,6 +205,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: its first)")
     source.add_argument("--overwrite", action="store_true",
                         help="replace an existing output")
+    source.add_argument("--std", action="store_true",
+                        help="also write 'depth_std', the Monte Carlo standard error of each "
+                             "depth over the random directions")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,

@@ -8,16 +8,64 @@ from typing import Any
 import dask.array as da
 import numpy as np
 
+from ..kernels.fastmcd import REWEIGHT_QUANTILE, consistency_factor
+from ..kernels.frame import Support
 from ..kernels.shrinkage import oas_shrunk
 from ..kernels.whitening import sample_covariance
 from .mcd import mcd
 from .shrinkage import ledoit_wolf
 
 
+@dataclass(frozen=True)
+class RowCovariance:
+    """How a covariance is made from rows: ``factor * scatter / (count - ddof) + ridge * I``.
+
+    ``scatter`` and ``count`` are those of the finite rows, or of the rows in
+    ``support``.  The invariant frame recomputes the covariance this way in
+    whitened coordinates, where rounding costs nothing
+    (:mod:`daskdepth.fitting.frame`).
+    """
+
+    factor: float = 1.0
+    ddof: int = 0
+    ridge: float = 0.0
+    support: Support | None = None
+
+
+@dataclass(frozen=True)
+class CovarianceFit:
+    """The ``covariance=`` estimate: location, covariance and, when known, its rows' recipe.
+
+    ``rows`` is None for a precomputed covariance (and for an MCD that kept its
+    raw estimate).  ``affine`` says whether the estimate is affine equivariant
+    (``'sample'``, ``'mcd'``); shrinkage estimates are equivariant under
+    rotations, uniform scaling and translations only.
+    """
+
+    location: np.ndarray
+    covariance: np.ndarray
+    rows: RowCovariance | None
+    affine: bool
+
+
 def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
                        d: int, *, x: Any = None, seed: int = 0,
                        token: str = "") -> tuple[np.ndarray, np.ndarray]:
     """Location and covariance for the ``covariance=`` parameter.
+
+    :func:`fit_covariance` with the location and covariance only.
+    """
+    fit = fit_covariance(spec, n, mean, scatter, d, x=x, seed=seed, token=token)
+    return fit.location, fit.covariance
+
+
+def fit_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
+                   d: int, *, x: Any = None, seed: int = 0, token: str = "",
+                   equivariant: bool = False) -> CovarianceFit:
+    """Location, covariance and their rows' recipe for the ``covariance=`` parameter.
+
+    ``equivariant`` makes the MCD's deterministic start affine equivariant (see
+    :func:`daskdepth.covariance.mcd.mcd`); the other estimates do not change.
 
     ``n``, ``mean`` and ``scatter`` are the one-pass moments of the finite rows
     of ``x`` (a dask array with one column chunk); estimators that need more
@@ -28,18 +76,20 @@ def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarr
     """
     if isinstance(spec, str):
         if spec == "sample":
-            return mean, sample_covariance(n, scatter)
+            return CovarianceFit(mean, sample_covariance(n, scatter), RowCovariance(ddof=1), True)
         # 'mcd', 'ledoit-wolf', 'oas'; any other string raises a ValueError
-        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token)
+        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token,
+                                 equivariant=equivariant)
     if isinstance(spec, MCDSpec):  # covariance='mcd' with a support_fraction
-        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token)
+        return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token,
+                                 equivariant=equivariant)
     cov = np.asarray(spec, dtype=np.float64)
     if cov.shape != (d, d):
         raise ValueError(f"a precomputed covariance must have shape ({d}, {d}) to match the "
                          f"{d} features, got {cov.shape}")
     if not np.isfinite(cov).all() or not np.allclose(cov, cov.T, rtol=1e-10, atol=0):
         raise ValueError("a precomputed covariance must be finite and symmetric")
-    return mean, (cov + cov.T) / 2
+    return CovarianceFit(mean, (cov + cov.T) / 2, None, False)
 
 
 #: The accepted values of ``covariance=`` besides a precomputed matrix.
@@ -61,18 +111,25 @@ def covariance_spec(covariance: object, support_fraction: Any = None) -> object:
 
 
 def robust_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray, *,
-                      x: da.Array | None, seed: int,
-                      token: str) -> tuple[np.ndarray, np.ndarray]:
+                      x: da.Array | None, seed: int, token: str,
+                      equivariant: bool = False) -> CovarianceFit:
     """Location and covariance for ``covariance='mcd' | 'ledoit-wolf' | 'oas'``."""
     if isinstance(spec, MCDSpec) or spec == "mcd":
         frac = spec.support_fraction if isinstance(spec, MCDSpec) else None
         res = mcd(_need(x, "mcd"), n, mean, scatter, seed=seed, token=token,
-                  support_fraction=frac)
-        return res.location, res.covariance
-    if spec == "ledoit-wolf":
-        return mean, ledoit_wolf(_need(x, "ledoit-wolf"), n, mean, scatter, token=token)[0]
-    if spec == "oas":
-        return mean, oas_shrunk(n, scatter)[0]
+                  support_fraction=frac, equivariant=equivariant)
+        p = res.support.whitening.shape[1] if res.support is not None else 0
+        rows = (RowCovariance(consistency_factor(p, REWEIGHT_QUANTILE), 0, 0.0, res.support)
+                if res.support is not None else None)
+        return CovarianceFit(res.location, res.covariance, rows, True)
+    if spec in ("ledoit-wolf", "oas"):
+        if spec == "ledoit-wolf":
+            cov, shrinkage = ledoit_wolf(_need(x, "ledoit-wolf"), n, mean, scatter, token=token)
+        else:
+            cov, shrinkage = oas_shrunk(n, scatter)
+        # (1 - s) * scatter / n + s * mu * I, mu the mean variance (scikit-learn's formulas)
+        mu = float(np.trace(scatter)) / (n * scatter.shape[0])
+        return CovarianceFit(mean, cov, RowCovariance(1.0 - shrinkage, 0, shrinkage * mu), False)
     raise ValueError(
         f"covariance must be one of {', '.join(repr(m) for m in COVARIANCE_METHODS)} or a "
         f"(d, d) array, got {spec!r}"

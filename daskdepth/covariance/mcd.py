@@ -21,6 +21,7 @@ from ..kernels.fastmcd import (
     reweight_threshold,
     thread_map,
 )
+from ..kernels.frame import Support, invariant_coordinates
 from ..kernels.hashing import keyed_sample
 from ..kernels.moments import Moments, moments_of, support_moments
 from ..kernels.selection import (
@@ -92,6 +93,7 @@ class MCDResult:
     logdet: float
     n_passes: int = 0
     in_memory: bool = True
+    support: Support | None = None
 
 
 def support_size(n: int, p: int, support_fraction: float | None) -> int:
@@ -304,7 +306,8 @@ def _decreased(det: float, previous: float) -> bool:
 
 
 def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int, token: str,
-        support_fraction: float | None = None, sample_size: int | None = None) -> MCDResult:
+        support_fraction: float | None = None, sample_size: int | None = None,
+        equivariant: bool = False) -> MCDResult:
     """Reweighted Minimum Covariance Determinant of the finite rows of ``x``.
 
     Parameters
@@ -322,6 +325,13 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     sample_size : int, optional
         Rows of the in-memory sample (default :func:`mcd_sample_size`); when the
         data have no more finite rows than this, everything runs in memory.
+    equivariant : bool, default=False
+        Work in the affine invariant coordinates of the in-memory sample
+        (:func:`daskdepth.kernels.frame.invariant_coordinates`) instead of the
+        input's: the deterministic median start and every rank decision of the
+        C-steps then see the same numbers for ``x`` and ``A x + b``, so the
+        estimate is affine equivariant up to rounding (AI-IRW's
+        ``frame='invariant'``).  The default keeps the input's coordinates.
 
     Returns
     -------
@@ -340,6 +350,10 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     rw_thr = reweight_threshold(p, raw_factor)
     size = max(sample_size if sample_size is not None else mcd_sample_size(n, p), 20 * (p + 1))
     z = (subsample(x, seed=seed ^ _STREAM, size=size, token=token) - mean) @ basis
+    if equivariant:
+        t = invariant_coordinates(z)
+        if t is not None:  # z @ t: the same coordinates for A x + b
+            basis, back, z = basis @ t, back @ np.linalg.inv(t).T, z @ t
     in_memory = z.shape[0] == n
     # Small matrices, and chunk tasks that already run in parallel: BLAS threads
     # only add synchronisation (and spin badly when the cores are shared).
@@ -359,11 +373,16 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
         )
     loc_z, cov_z = _reweighted(best, p, raw_factor)
     to_x = lambda c: back @ c @ back.T  # noqa: E731
+    raw_location = mean + back @ best.loc
+    # The reweighting's rows, as DaskEvaluator measures them (raw location and
+    # whitening mapped to input coordinates).
+    support = (Support(raw_location, np.ascontiguousarray(basis @ whiten(best.cov)[0]), rw_thr)
+               if best.reweight is not None and best.reweight.count > p else None)
     return MCDResult(
         location=mean + back @ loc_z, covariance=_sym(to_x(cov_z)),
-        raw_location=mean + back @ best.loc, raw_covariance=_sym(to_x(best.cov)),
+        raw_location=raw_location, raw_covariance=_sym(to_x(best.cov)),
         n_support=h, raw_factor=raw_factor, raw_threshold=rw_thr, logdet=best.logdet,
-        n_passes=passes, in_memory=in_memory,
+        n_passes=passes, in_memory=in_memory, support=support,
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import html
 from typing import Any
 
+import dask
 import dask.array as da
 import numpy as np
 from dask.base import tokenize
@@ -41,7 +42,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         rng = check_random_state(self.random_state)
         fitted = fit_depth(data.array, depth=self._depth_kind, n_directions=self.n_directions,
                            covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
-                           nan_policy=self.nan_policy)
+                           nan_policy=self.nan_policy,
+                           frame=getattr(self, "frame", "correlation"))
         self.n_features_in_ = data.n_features
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
@@ -53,6 +55,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         self.n_directions_ = fitted.directions.shape[0]
         self.n_samples_fit_ = fitted.n
         self.covariance_rank_ = fitted.rank
+        if fitted.basis is not None:
+            self.basis_ = fitted.basis
+        if fitted.frame is not None:
+            self.frame_eigenvalues_ = fitted.frame.eigenvalues
         self.error_bound_ = fitted.summary.error_bound()
         self.n_passes_ = fitted.info.passes
         self.summary_ = fitted.summary
@@ -91,13 +97,13 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             )
         return data
 
-    def _score(self, data: Input) -> da.Array:
+    def _score(self, data: Input, std: bool = False) -> Any:
         token = tokenize(data.array.name, getattr(self, "_fit_token", id(self.summary_)),
                          self.nan_policy)
         return score_array(data.array, self.summary_, raise_nan=self.nan_policy == "raise",
-                           token=token)
+                           token=token, std=std)
 
-    def score_samples(self, X: Any) -> Any:
+    def score_samples(self, X: Any, return_std: bool = False) -> Any:
         """Depth of each row of ``X``; higher is more central.
 
         In [0, 1/2] for points not tied with reference rows (a reference row
@@ -108,9 +114,45 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         row chunks, and a DataArray gives a DataArray over its first dimension
         with that dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
+
+        Parameters
+        ----------
+        X : array-like, dask array or xarray.DataArray of shape (n_samples, n_features)
+        return_std : bool, default=False
+            Also return each depth's Monte Carlo standard error over the
+            directions (as scikit-learn's ``GaussianProcessRegressor.predict``).
+
+        Returns
+        -------
+        depth : same container kind as ``X``, shape (n_samples,)
+        std : same kind and shape, only with ``return_std=True``
+            ``s / sqrt(m)`` with ``s`` the standard deviation (``ddof=1``) of the
+            point's ``m`` per-direction depths: the spread that drawing other
+            directions (another ``random_state``) would give, so that about 95%
+            of the depths lie within two standard errors of the depth for
+            infinitely many directions.  It covers the direction sampling
+            only, not the estimation of the covariance or location from the
+            reference rows; the summary's approximation is bounded separately
+            by ``error_bound_`` (at most ``tol``).  0 with one direction.
+
+        Examples
+        --------
+        >>> import numpy as np, daskdepth
+        >>> X = np.random.default_rng(0).normal(size=(1000, 2))
+        >>> model = daskdepth.AIIRW(n_directions=400, random_state=0).fit(X)
+        >>> depth, std = model.score_samples(X[:3], return_std=True)
+        >>> bool((std > 0).all() and (std < 0.02).all())
+        True
         """
         data = self._check_input(X)
-        return data.wrap(self._score(data))
+        if not return_std:
+            return data.wrap(self._score(data))
+        depth, std = self._score(data, std=True)
+        if data.kind == "numpy" or (data.kind == "xarray" and data.original.chunks is None):
+            # one computation for both (wrapping each would score the rows twice)
+            depth, std = (da.from_array(a, chunks=depth.chunks)
+                          for a in dask.compute(depth, std))
+        return data.wrap(depth), data.wrap(std, name="depth_std")
 
     def decision_function(self, X: Any) -> Any:
         """``score_samples(X) - offset_``: negative for outliers."""
@@ -192,6 +234,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         state = self.__dict__  # plain attributes only: no property, nothing computed
         kind = "AI-IRW" if self._depth_kind == "ai-irw" else "IRW"
         rows = [("depth", kind), ("covariance", self._covariance_kind())]
+        if state.get("frame", "correlation") != "correlation":
+            rows.append(("frame", str(state["frame"])))
         if "summary_" not in state:
             rows.append(("status", "not fitted"))
         else:
@@ -253,9 +297,13 @@ def _offset_sample(block: np.ndarray, p: float, block_info: dict | None = None) 
 _PARAMS_DOC = """
     Parameters
     ----------
-    n_directions : int or None, default=None
+    n_directions : int, 'auto' or None, default=None
         Number of random directions ``m``; None means ``100 * n_features``, the
-        paper's choice.
+        paper's choice; 'auto' picks the smallest ``m`` (between 50 and 2,500)
+        for which the depth's Monte Carlo standard error (see
+        ``score_samples(X, return_std=True)``) is at most 0.005 for every point
+        of a pilot (100 directions, 2,000 points of the row sample against up
+        to 16,384 of its rows).  ``n_directions_`` is the ``m`` used.
 {cov}    tol : float, default=1e-4
         Certified bound on the absolute difference between the computed depth and
         the exact depth for the same directions; ``error_bound_ <= tol`` after
@@ -282,6 +330,15 @@ _PARAMS_DOC = """
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
+    basis_ : ndarray of shape (n_features, covariance_rank_)
+        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
+        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
+        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
+        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
+        ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
+        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
+        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -289,7 +346,10 @@ _PARAMS_DOC = """
         Defined when the input had string feature names (DataFrame columns or a
         DataArray feature coordinate).
     error_bound_ : float
-        Certified bound on |computed - exact| depth, at most ``tol``.
+        Certified bound on |computed - exact| depth for the same directions, at
+        most ``tol``: the summary's approximation.  The Monte Carlo error of
+        using ``m`` random directions at all is another matter, estimated per
+        point by ``score_samples(X, return_std=True)``.
     offset_ : float
         ``contamination`` quantile of the training depths (estimated on a row
         sample of at most 65,536 rows when there are more: within about 1e-3 in

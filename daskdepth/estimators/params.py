@@ -24,9 +24,12 @@ from .inputs import NAN_POLICIES
 #: The depths this package computes, by the name ``depth=`` and ``--depth`` take.
 DEPTH_NAMES = ("ai-irw", "irw")
 
+#: The values of AI-IRW's ``frame=``.
+FRAMES = ("correlation", "invariant")
+
 #: Every parameter of the estimators and of :func:`daskdepth.score`, declared once.
 CONSTRAINTS: dict[str, list[Any]] = {
-    "n_directions": [Interval(Integral, 1, None, closed="left"), None],
+    "n_directions": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
     "covariance": [StrOptions(set(COVARIANCE_METHODS)), "array-like"],
     "support_fraction": [Interval(Real, 0, 1, closed="right"), None],
     "tol": [Interval(Real, 0, 0.5, closed="left")],
@@ -34,12 +37,14 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "random_state": ["random_state"],
     "nan_policy": [StrOptions(set(NAN_POLICIES))],
     "depth": [StrOptions(set(DEPTH_NAMES))],
+    "frame": [StrOptions(set(FRAMES))],
 }
 
 #: What to pass instead, appended to scikit-learn's message.
 HINTS = {
     "random_state": "pass an int, a numpy RandomState or None",
-    "n_directions": "None means 100 x n_features, the paper's choice",
+    "n_directions": ("None means 100 x n_features, the paper's choice; 'auto' picks m for a "
+                     "standard error of at most 0.005"),
     "covariance": ("covariance must be one of "
                    + ", ".join(repr(m) for m in COVARIANCE_METHODS) + " or a (d, d) array"),
     "support_fraction": ("support_fraction must be a number in (0, 1] or None (then "
@@ -50,6 +55,8 @@ HINTS = {
                       "the contamination quantile of the training depths"),
     "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
     "depth": "depth must be 'ai-irw' or 'irw'",
+    "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
+              "'invariant' in an affine-equivariant frame (invariant at any m)"),
 }
 
 

@@ -8,9 +8,9 @@ from .registry import make_estimator
 
 
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
-          n_directions: int | None = None, covariance: object = "sample", tol: float = 1e-4,
-          random_state: Any = None, nan_policy: str = "raise",
-          support_fraction: float | None = None) -> Any:
+          n_directions: int | str | None = None, covariance: object = "sample",
+          tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
+          support_fraction: float | None = None, frame: str = "correlation") -> Any:
     """Depth of each row of ``X`` with respect to ``reference`` (default: ``X`` itself).
 
     Parameters
@@ -20,9 +20,9 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     reference : same kinds as ``X``, optional
         Reference sample defining the depth; ``None`` scores ``X`` against itself.
     depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy, support_fraction
-        As for :class:`daskdepth.AIIRW`; ``covariance`` and ``support_fraction``
-        apply to AI-IRW only (IRW refuses values other than the defaults).
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction, frame
+        As for :class:`daskdepth.AIIRW`; ``covariance``, ``support_fraction`` and
+        ``frame`` apply to AI-IRW only (IRW refuses values other than the defaults).
 
     Returns
     -------
@@ -41,6 +41,6 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     """
     model = make_estimator(depth, n_directions=n_directions, covariance=covariance, tol=tol,
                            random_state=random_state, nan_policy=nan_policy,
-                           support_fraction=support_fraction)
+                           support_fraction=support_fraction, frame=frame)
     model.fit(X if reference is None else reference)
     return model.score_samples(X)

@@ -9,9 +9,10 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ..covariance.estimate import resolve_covariance
-from ..errors import CovarianceRankWarning, SummaryMemoryWarning, nan_rows_message
-from ..kernels.directions import draw_directions
+from ..covariance.estimate import fit_covariance
+from ..errors import CovarianceRankWarning, FrameWarning, SummaryMemoryWarning, nan_rows_message
+from ..kernels.directions import direction_spread, directions_for_std, draw_directions
+from ..kernels.frame import FrameReport
 from ..kernels.whitening import whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
@@ -24,6 +25,7 @@ from ..runtime.memory import (
     summary_memory_message,
 )
 from ..summary.depth import DepthSummary
+from .frame import frame_message, invariant_basis
 from .summaries import FitInfo, build_summary
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot leaves and
@@ -50,6 +52,22 @@ def pilot_sample_size(d: int, tol: float) -> int:
 WARN_LEVEL = 6
 
 
+#: ``n_directions='auto'``: the Monte Carlo standard error of the depth (over the
+#: directions) that the chosen ``m`` keeps every pilot point below.
+AUTO_STD = 0.005
+#: ... estimated with this many pilot directions, on at most ``AUTO_REFERENCE``
+#: rows of the row sample as reference and ``AUTO_POINTS`` of them as points.
+AUTO_PILOT = 100
+AUTO_REFERENCE = 1 << 14
+AUTO_POINTS = 2000
+#: Range of the ``m`` that ``'auto'`` picks.  Per-direction depths lie in [0, 1/2],
+#: so their spread is at most 1/4 and ``(1/4 / AUTO_STD)**2 = 2500`` always suffices.
+AUTO_MIN = 50
+AUTO_MAX = 2500
+#: Mixed into the seed: the pilot's directions are not the fit's.
+_AUTO_STREAM = 0xA0705
+
+
 @dataclass
 class FittedDepth:
     """Everything a fit computes, for the estimator's fitted attributes."""
@@ -57,6 +75,8 @@ class FittedDepth:
     location: np.ndarray
     covariance: np.ndarray
     rank: int
+    basis: np.ndarray | None
+    frame: FrameReport | None
     directions: np.ndarray
     summary: DepthSummary
     n: int
@@ -65,25 +85,38 @@ class FittedDepth:
     token: str
 
 
-def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: object,
-              tol: float, rng: np.random.RandomState, nan_policy: str) -> FittedDepth:
+def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
+              tol: float, rng: np.random.RandomState, nan_policy: str,
+              frame: str = "correlation") -> FittedDepth:
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
-    the covariance (more passes for robust ones), the whitening and directions
-    (on the client), the leaf summaries
-    (:func:`daskdepth.fitting.summaries.build_summary`) and the depths of a row
-    sample that set ``offset_``.
+    the covariance (more passes for robust ones), the whitening (on the client;
+    with ``frame='invariant'`` refined and rotated into the invariant frame by
+    one or two more passes, :mod:`daskdepth.fitting.frame`), the directions
+    (their number from a pilot on the row sample for ``n_directions='auto'``),
+    the leaf summaries (:func:`daskdepth.fitting.summaries.build_summary`) and
+    the depths of a row sample that set ``offset_``.
     """
     n_total, d = x.shape
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
-    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy)
+    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame)
     mom = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol), token=token)
     _check_rows(mom, n_total, nan_policy)
-    location, cov = resolve_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x,
-                                       seed=seed, token=token)
+    cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
+                          token=token, equivariant=frame == "invariant")
+    location, cov = cfit.location, cfit.covariance
     w, rank = _whitening(cov, location, mom) if depth == "ai-irw" else (None, d)
-    m = n_directions if n_directions is not None else 100 * d
+    report = None
+    if w is not None and frame == "invariant":
+        inv = invariant_basis(x, cfit, w, token)
+        w, report = inv.basis, inv.report
+        if not report.unique:
+            warnings.warn(frame_message(report, d), FrameWarning, stacklevel=WARN_LEVEL)
+    if n_directions == "auto":
+        m = _auto_directions(mom.sample, location, w, d, seed)
+    else:
+        m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
     # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
     block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
@@ -93,8 +126,27 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
                                   block_size=min(block, MAX_DIRECTIONS_PER_BLOCK))
     sample_depth = _offset_depths(summary, mom.sample, token)
-    return FittedDepth(location, cov, rank, directions, summary, mom.n, sample_depth, info,
-                       token)
+    return FittedDepth(location, cov, rank, w, report, directions, summary, mom.n, sample_depth,
+                       info, token)
+
+
+def _auto_directions(sample: np.ndarray, location: np.ndarray, w: np.ndarray | None, d: int,
+                     seed: int) -> int:
+    """``m`` for ``n_directions='auto'``: standard error at most :data:`AUTO_STD`.
+
+    A pilot of :data:`AUTO_PILOT` directions (their own random stream) measures,
+    on the row sample, each point's spread of per-direction depths; ``m`` makes
+    the largest spread over ``sqrt(m)`` at most :data:`AUTO_STD`.  The sample is
+    in global row order, so evenly spaced picks are random and do not depend on
+    the chunking.
+    """
+    def picks(k: int) -> np.ndarray:
+        return sample[np.linspace(0, sample.shape[0] - 1, k).astype(np.int64)] \
+            if sample.shape[0] > k else sample
+    pilot = draw_directions(np.random.RandomState([seed & 0xFFFFFFFF, _AUTO_STREAM]),
+                            AUTO_PILOT, d, w)
+    spread = direction_spread(picks(AUTO_REFERENCE), picks(AUTO_POINTS), location, pilot)
+    return directions_for_std(float(spread.max(initial=0.0)), AUTO_STD, AUTO_MIN, AUTO_MAX)
 
 
 def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:

@@ -51,6 +51,7 @@ def model_attrs(model: Any) -> dict[str, Any]:
     cov = getattr(model, "covariance", None)
     if kind == "ai-irw":
         attrs["covariance"] = cov if isinstance(cov, str) else "precomputed"
+        attrs["frame"] = str(getattr(model, "frame", "correlation"))
         fraction = getattr(model, "support_fraction", None)
         if fraction is not None:
             attrs["support_fraction"] = float(fraction)
@@ -80,17 +81,33 @@ def offset_for(model: Any, contamination: float) -> float:
 
 
 def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None = None,
-                  name: str = "depth", attrs: dict[str, Any] | None = None) -> xr.Dataset:
+                  name: str = "depth", attrs: dict[str, Any] | None = None,
+                  std: bool = False) -> xr.Dataset:
     """Score the rows of a 2-D DataArray with a fitted model, as a Dataset.
 
     The Dataset has the variable ``name`` over the sample dimension (the first
     one) with the coordinates of that dimension, plus a boolean ``outlier``
     (depth below the model's offset for ``contamination``) when
-    ``contamination`` is given.  Lazy input gives lazy variables.
+    ``contamination`` is given, and ``<name>_std``, each depth's Monte Carlo
+    standard error over the directions, with ``std``.  Lazy input gives lazy
+    variables (both scored by the same tasks).
     """
-    depth = model.score_samples(data)
+    if std:
+        depth, error = model.score_samples(data, return_std=True)
+    else:
+        depth, error = model.score_samples(data), None
     depth.attrs = model_attrs(model)
     variables = {name: depth.rename(name)}
+    if error is not None:
+        error.attrs = {
+            "long_name": "Monte Carlo standard error of the depth",
+            "description": "standard deviation of the per-direction depths over sqrt(m): the "
+                           "spread due to drawing m random directions (not the covariance "
+                           "estimate's error; the summary's approximation is bounded by "
+                           f"{name}.error_bound)",
+            "units": "1",
+        }
+        variables[f"{name}_std"] = error.rename(f"{name}_std")
     if contamination is not None:
         offset = offset_for(model, contamination)
         flags = (depth < offset).rename("outlier")
@@ -106,11 +123,12 @@ def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None
 
 
 def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
-                  depth: str = "ai-irw", n_directions: int | None = None,
+                  depth: str = "ai-irw", n_directions: int | str | None = None,
                   covariance: object = "sample", tol: float = 1e-4, random_state: Any = None,
                   nan_policy: str = "raise", contamination: float | None = None,
                   sample_dim: str | None = None, model: Any = None, name: str = "depth",
-                  merge: bool = False, support_fraction: float | None = None) -> xr.Dataset:
+                  merge: bool = False, support_fraction: float | None = None,
+                  frame: str = "correlation", std: bool = False) -> xr.Dataset:
     """Depth of the rows of a Dataset variable, as a Dataset with its coordinates and attrs.
 
     Parameters
@@ -124,10 +142,11 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         DataArray.  ``None`` scores ``ds[variable]`` against itself.  Ignored
         when ``model`` is given.
     depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy, support_fraction
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction, frame
         As for :class:`daskdepth.AIIRW`; the estimator is built by
         :func:`daskdepth.estimators.make_estimator`, which refuses a
-        ``covariance`` or ``support_fraction`` other than the default for IRW.
+        ``covariance``, ``support_fraction`` or ``frame`` other than the default
+        for IRW.
     contamination : float in (0, 0.5], optional
         When given, a boolean ``outlier`` variable flags rows whose depth is
         below that quantile of the reference depths.
@@ -139,6 +158,9 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         Name of the depth variable.
     merge : bool, default=False
         Return ``ds`` with the new variables added instead of a new Dataset.
+    std : bool, default=False
+        Add ``<name>_std``, each depth's Monte Carlo standard error over the
+        directions (``score_samples(..., return_std=True)``).
 
     Returns
     -------
@@ -176,12 +198,14 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
     if model is None:
         params: dict[str, Any] = dict(
             n_directions=n_directions, covariance=covariance, tol=tol,
-            random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction)
+            random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction,
+            frame=frame)
         if contamination is not None:
             params["contamination"] = contamination
         model = make_estimator(depth, **params)
         model.fit(_reference(reference, data, variable, sample_dim))
-    out = depth_dataset(model, data, contamination=contamination, name=name, attrs=ds.attrs)
+    out = depth_dataset(model, data, contamination=contamination, name=name, attrs=ds.attrs,
+                        std=std)
     out[name].attrs["source_variable"] = str(variable)
     if merge:
         return ds.assign({k: out[k] for k in out.data_vars})

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Literal, overload
+
 import dask.array as da
 import numpy as np
 
@@ -11,21 +13,53 @@ from ..runtime.keys import key_name
 from ..summary.depth import DepthSummary
 
 
-def _score_chunk(x: np.ndarray, summary: DepthSummary, raise_nan: bool,
-                 block_info: dict | None = None) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
+def _valid_rows(x: np.ndarray, raise_nan: bool, block_info: dict | None) -> np.ndarray:
     valid = np.isfinite(x).all(axis=1)
     if raise_nan and not valid.all():
         start = block_info[0]["array-location"][0][0] if block_info else 0
         bad = np.flatnonzero(~valid)
         raise ValueError(nan_rows_message(bad.size, start + bad, "a chunk of the input"))
-    return summary.depth(x, valid)
+    return valid
 
 
-def score_array(x: da.Array, summary: DepthSummary, *, raise_nan: bool, token: str) -> da.Array:
-    """Lazy depth of every row of ``x``: one task per row chunk."""
+def _score_chunk(x: np.ndarray, summary: DepthSummary, raise_nan: bool,
+                 block_info: dict | None = None) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    return summary.depth(x, _valid_rows(x, raise_nan, block_info))
+
+
+def _score_std_chunk(x: np.ndarray, summary: DepthSummary, raise_nan: bool,
+                     block_info: dict | None = None) -> np.ndarray:
+    x = np.asarray(x, dtype=np.float64)
+    depth, std = summary.depth_and_std(x, _valid_rows(x, raise_nan, block_info))
+    return np.column_stack([depth, std])
+
+
+@overload
+def score_array(x: da.Array, summary: DepthSummary, *, raise_nan: bool, token: str,
+                std: Literal[False] = ...) -> da.Array: ...
+@overload
+def score_array(x: da.Array, summary: DepthSummary, *, raise_nan: bool, token: str,
+                std: Literal[True]) -> tuple[da.Array, da.Array]: ...
+
+
+def score_array(x: da.Array, summary: DepthSummary, *, raise_nan: bool, token: str,
+                std: bool = False) -> da.Array | tuple[da.Array, da.Array]:
+    """Lazy depth of every row of ``x``: one task per row chunk.
+
+    With ``std``, also the depth's Monte Carlo standard error over the
+    directions (:meth:`daskdepth.summary.depth.DepthSummary.depth_and_std`):
+    each task scores its chunk once into ``(rows, 2)``, and the two columns
+    are returned as lazy arrays with the row chunks of ``x``.
+    """
     ref = broadcast(summary, key_name("summary", token))
-    return x.map_blocks(
-        _score_chunk, ref, raise_nan, drop_axis=1, dtype=np.float64,
-        meta=np.empty((0,), dtype=np.float64), name=key_name("score", token),
+    if not std:
+        return x.map_blocks(
+            _score_chunk, ref, raise_nan, drop_axis=1, dtype=np.float64,
+            meta=np.empty((0,), dtype=np.float64), name=key_name("score", token),
+        )
+    both = x.map_blocks(
+        _score_std_chunk, ref, raise_nan, chunks=(x.chunks[0], (2,)), dtype=np.float64,
+        meta=np.empty((0, 0), dtype=np.float64), name=key_name("score", token, "std"),
     )
+    return both[:, 0], both[:, 1]

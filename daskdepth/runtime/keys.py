@@ -21,6 +21,7 @@ VERBS: dict[str, str] = {
     "cstep": "MCD: concentration steps over all rows (exact selection of the support)",
     "reweight": "MCD: the reweighting pass",
     "shrinkage": "Ledoit-Wolf: the fourth-moment pass",
+    "frame": "AI-IRW's invariant frame: whitened covariance and fourth moments",
     "sample": "the pilot's row sample, shared by the pilot tasks",
     "pilot": "leaf keys planned from the row sample, per direction block",
     "leaves": "a direction block's leaves, shared by the pass tasks",

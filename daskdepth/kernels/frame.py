@@ -1,0 +1,260 @@
+"""The invariant frame of AI-IRW: whitened moments of rows and the basis they fix (NumPy).
+
+AI-IRW draws directions ``v = W u`` with ``W W^T = Sigma^-1`` and ``u`` uniform
+on the sphere.  ``W`` is fixed only up to a rotation: for ``A x + b`` the
+whitened rows are a rotation ``R`` of those of ``x``, and ``m`` fixed vectors
+``u`` do not rotate with them, so at finite ``m`` the depth is not affine
+invariant.  The invariant frame removes the rotation: in whitened coordinates
+``z`` it takes the eigenvectors ``F`` of the fourth-moment scatter
+``E[|z|^2 z z^T]`` (which rotates as ``R^T S R``), with signs that make the
+third-moment criterion ``e . E[|z|^2 z]`` positive, and draws ``v = W F u``.
+Then ``W_y F_y = A^-T W_x F_x``: the projections of ``A x + b`` on its
+directions are those of ``x`` on its own, up to rounding (invariant
+coordinate selection, Tyler, Critchley, Duembgen & Oja, JRSS-B 2009).
+
+Every matrix that decides the frame is rounded to ``2**-36`` in units where
+it is about the identity (:func:`canonical`), so that chunking noise (last
+bits) cannot move a direction, as
+:func:`daskdepth.kernels.whitening.canonical_covariance` does for the
+covariance; the rounding happens in whitened coordinates, where it costs the
+invariance nothing measurable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import numpy as np
+
+from .moments import Moments, empty_moments, merge_weighted, moments_of
+from .selection import chunk_distances
+from .whitening import CANONICAL_BITS, whiten
+
+#: The covariance refined in whitened coordinates is used without a second pass
+#: when it differs from the identity by at most this (max-abs) after rounding;
+#: the fourth-moment scatter of the first pass is then corrected to first order
+#: (an error of about this size, against eigenvalue gaps of at least ``TIE_RTOL``).
+ONE_PASS_TOL = 2.0 ** -32
+
+#: Eigenvalues of the normalised fourth-moment scatter (mean eigenvalue 1) closer
+#: than this are tied: their eigenvectors are not determined by the scatter.
+TIE_RTOL = 1e-6
+
+#: A sign criterion ``e . g`` (with ``g = E[|z|^2 z] / sqrt(E[|z|^6])``, at most 1 in
+#: absolute value) at most this large does not decide the sign of ``e``.
+SIGN_TOL = 2.0 ** -30
+
+
+class Support(NamedTuple):
+    """The rows a covariance is computed from: ``||(x - location) @ whitening||^2 < threshold``.
+
+    (The reweighting of the MCD keeps the rows whose raw robust distance is below
+    a threshold.)
+    """
+
+    location: np.ndarray
+    whitening: np.ndarray
+    threshold: float
+
+
+@dataclass
+class FrameMoments:
+    """Moments of whitened rows ``z = (x - location) @ w`` (mergeable).
+
+    ``rows`` are the count, mean and centred scatter of ``z`` over the rows
+    the covariance is computed from (None when not asked for); the other
+    fields are sums over all finite rows: ``n``, ``fourth = sum |z|^2 z z^T``,
+    ``third = sum |z|^2 z`` and ``sixth = sum |z|^6``.
+    """
+
+    rows: Moments | None
+    n: float
+    fourth: np.ndarray
+    third: np.ndarray
+    sixth: float
+
+
+def frame_chunk(x: np.ndarray, location: np.ndarray, w: np.ndarray, rows: bool,
+                support: Support | None) -> FrameMoments:
+    """:class:`FrameMoments` of the finite rows of one chunk.
+
+    ``rows`` asks for the moments over the covariance's rows: all finite rows,
+    or those inside ``support``.
+    """
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    xv = x if finite.all() else x[finite]
+    z = (xv - location) @ w
+    r2 = np.einsum("ij,ij->i", z, z)
+    zr = z * r2[:, None]
+    moments = None
+    if rows:
+        keep = None
+        if support is not None:
+            keep = chunk_distances(xv, support.location, support.whitening) < support.threshold
+        moments = moments_of(z, keep)
+    return FrameMoments(moments, float(xv.shape[0]), zr.T @ z, zr.sum(axis=0),
+                        float(r2 @ (r2 * r2)))
+
+
+def frame_merge(*parts: FrameMoments) -> FrameMoments:
+    """Merge chunk moments: Chan et al. for the rows' moments, sums for the rest.
+
+    The sums' last bits depend on the merge order; :func:`canonical` rounding
+    of what is derived from them absorbs that.
+    """
+    out = parts[0]
+    for p in parts[1:]:
+        rows = None if out.rows is None else merge_weighted(out.rows, p.rows)
+        out = FrameMoments(rows, out.n + p.n, out.fourth + p.fourth, out.third + p.third,
+                           out.sixth + p.sixth)
+    return out
+
+
+def empty_frame_moments(r: int, rows: bool) -> FrameMoments:
+    """The moments of no rows."""
+    return FrameMoments(empty_moments(r) if rows else None, 0.0, np.zeros((r, r)), np.zeros(r),
+                        0.0)
+
+
+def canonical(a: np.ndarray) -> np.ndarray:
+    """``a`` rounded to multiples of ``2**-CANONICAL_BITS`` (for arrays of order 1)."""
+    step = 2.0 ** -CANONICAL_BITS
+    return np.round(np.asarray(a, dtype=np.float64) / step) * step
+
+
+def inverse_sqrt(k: np.ndarray) -> np.ndarray:
+    """Symmetric inverse square root of a symmetric positive definite ``k``."""
+    vals, vecs = np.linalg.eigh((k + k.T) / 2)
+    if not (vals > 0).all():
+        raise ValueError(  # the whitened covariance is near the identity by construction
+            "daskdepth internal error: the covariance in whitened coordinates is not positive "
+            "definite; please report this with the data's shape and covariance option"
+        )
+    return (vecs / np.sqrt(vals)) @ vecs.T
+
+
+def row_covariance(rows: Moments, factor: float, ddof: int) -> np.ndarray:
+    """``factor * scatter / (count - ddof)`` of the covariance's rows."""
+    return rows.scatter * (factor / max(rows.count - ddof, 1.0))
+
+
+def fourth_moment_scatter(fm: FrameMoments,
+                          k_inv_sqrt: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Normalised fourth-moment scatter and third-moment vector, rounded (:func:`canonical`).
+
+    ``S = E[|z|^2 z z^T]`` divided by its mean eigenvalue and
+    ``g = E[|z|^2 z] / sqrt(E[|z|^6])`` (so ``|g| <= 1``).  When the rows
+    were whitened with ``W0`` whose covariance is ``K`` (near the identity),
+    ``k_inv_sqrt = K^-1/2`` maps both to the exact whitening ``W0 K^-1/2`` to
+    first order in ``K - I``.
+    """
+    n = max(fm.n, 1.0)
+    s = fm.fourth / n
+    g = fm.third / n
+    if k_inv_sqrt is not None:
+        s = k_inv_sqrt @ s @ k_inv_sqrt
+        g = k_inv_sqrt @ g
+    scale = np.trace(s) / s.shape[0]
+    if not scale > 0:  # every row at the location: no direction is special
+        return np.eye(s.shape[0]), np.zeros(s.shape[0])
+    s = canonical((s + s.T) / (2 * scale))
+    g_scale = np.sqrt(fm.sixth / n)
+    return s, canonical(g / g_scale) if g_scale > 0 else np.zeros_like(g)
+
+
+@dataclass
+class FrameReport:
+    """What decided the frame, and where it is not unique.
+
+    ``eigenvalues`` of the normalised fourth-moment scatter (descending);
+    ``tied`` the groups of indices (into the frame's columns) whose eigenvalues
+    are within :data:`TIE_RTOL`; ``unsigned`` the columns whose sign the
+    third-moment criterion could not decide.
+    """
+
+    eigenvalues: np.ndarray
+    tied: list[list[int]]
+    unsigned: list[int]
+
+    @property
+    def unique(self) -> bool:
+        return not self.unsigned and all(len(t) < 2 for t in self.tied)
+
+
+def invariant_frame(s: np.ndarray, g: np.ndarray) -> tuple[np.ndarray, FrameReport]:
+    """The orthonormal frame ``F`` (r x r, columns) fixed by ``s`` and ``g``.
+
+    Columns are the eigenvectors of ``s`` by decreasing eigenvalue, each with
+    the sign that makes ``e . g`` positive.  Within a group of tied
+    eigenvalues the eigenvectors are not determined by ``s``: the first column
+    of the group is taken along the projection of ``g`` on the group's
+    eigenspace (an equivariant choice) when that projection is not negligible,
+    and the rest stay as the eigensolver returns them; the report says so.
+
+    Examples
+    --------
+    >>> f, report = invariant_frame(np.diag([1.0, 3.0]), np.array([0.5, -0.25]))
+    >>> f
+    array([[ 0.,  1.],
+           [-1.,  0.]])
+    >>> report.unique
+    True
+    """
+    r = s.shape[0]
+    vals, vecs = np.linalg.eigh(s)
+    vals, vecs = vals[::-1], vecs[:, ::-1].copy()
+    groups: list[list[int]] = [[0]] if r else []
+    for k in range(1, r):
+        if vals[groups[-1][-1]] - vals[k] <= TIE_RTOL:
+            groups[-1].append(k)
+        else:
+            groups.append([k])
+    unsigned: list[int] = []
+    tied = [grp for grp in groups if len(grp) > 1]
+    for grp in tied:
+        q = vecs[:, grp]
+        h = q @ (q.T @ g)
+        size = float(np.linalg.norm(h))
+        if size > SIGN_TOL:
+            # the first axis along g's projection, the others completing it in the eigenspace
+            h = h / size
+            rest = np.linalg.svd(q - np.outer(h, h @ q), full_matrices=False)[0]
+            vecs[:, grp] = np.column_stack([h, rest[:, :len(grp) - 1]])
+    for k in range(r):
+        crit = float(vecs[:, k] @ g)
+        if crit < 0:
+            vecs[:, k] = -vecs[:, k]
+        elif abs(crit) <= SIGN_TOL:
+            unsigned.append(k)
+    return vecs + 0.0, FrameReport(vals, tied, unsigned)  # + 0.0: no negative zeros
+
+
+def invariant_coordinates(x: np.ndarray) -> np.ndarray | None:
+    """``T`` (p x p) such that the coordinates ``(x - mean) @ T`` are affine invariant, or None.
+
+    Invariant coordinate selection on rows held in memory: whitened by their
+    covariance and rotated into their fourth-moment frame
+    (:func:`invariant_frame`), so that ``A x + b`` has the same coordinates up
+    to rounding (and up to the frame's ambiguities on data with exact
+    symmetries).  None when the covariance is singular.
+
+    Examples
+    --------
+    >>> rng = np.random.default_rng(0)
+    >>> x = rng.standard_exponential(size=(500, 3))
+    >>> a = rng.normal(size=(3, 3))
+    >>> y = x @ a.T + 5
+    >>> u = (x - x.mean(axis=0)) @ invariant_coordinates(x)
+    >>> v = (y - y.mean(axis=0)) @ invariant_coordinates(y)
+    >>> bool(np.abs(u - v).max() < 1e-8)
+    True
+    """
+    p = x.shape[1]
+    loc = x.mean(axis=0)
+    w, logdet = whiten(np.cov(x.T, bias=True).reshape(p, p))
+    if not np.isfinite(logdet):
+        return None
+    f, _ = invariant_frame(*fourth_moment_scatter(frame_chunk(x, loc, w, False, None)))
+    return w @ f
