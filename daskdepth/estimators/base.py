@@ -135,6 +135,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         row chunks, and a DataArray gives a DataArray over its first dimension
         with that dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
+
+        The training rows of an in-memory fit are not scored again: their
+        depths were counted while fitting (the same bits), and rows with the
+        same content are recognised by a hash of it.
         """
         data = self._check_input(X)
         return data.wrap(self._score(data))
