@@ -335,8 +335,10 @@ def test_large_summary_is_reported(monkeypatch):
     small = WorkerMemory(32 * 2**20, 1)
     monkeypatch.setattr(daskdepth.runtime.memory, "worker_memory", lambda: small)
     x = gaussian_data(3000, 2, seed=5)
+    # In memory the summary is the sorted projections: 8 bytes per row and direction,
+    # 14.4 MB for 600 directions (200 would take 4.8 MB, under a quarter of 32 MiB).
     with pytest.warns(SummaryMemoryWarning, match="MiB on every worker"):
-        daskdepth.IRW(n_directions=200, tol=1e-4, random_state=0).fit(x)
+        daskdepth.IRW(n_directions=600, tol=1e-4, random_state=0).fit(x)
     assert summary_memory_message(200, 3000, 1e-2, small) is None
 
 

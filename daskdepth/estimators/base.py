@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..fitting.fit import SAMPLE_SIZE, fit_depth
 from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
+from ..runtime.keys import key_name
 from ..storage.modelformat import save_model
 from .inputs import Input, as_input
 from .params import check_param
@@ -64,6 +65,11 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         self.summary_ = fitted.summary
         self._sample_depth = fitted.sample_depth
         self._fit_token = fitted.token
+        # The training rows' depths, when the fit computed them, for scoring the same
+        # rows again: keyed on their content, never on the object's identity.
+        known = fitted.train_depth is not None
+        self._train_depth = fitted.train_depth
+        self._train_token = data.content_token if known else None
         return data
 
     @_fit_context(prefer_skip_nested_validation=True)
@@ -100,8 +106,29 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     def _score(self, data: Input, std: bool = False) -> Any:
         token = tokenize(data.array.name, getattr(self, "_fit_token", id(self.summary_)),
                          self.nan_policy)
+        known = None if std else self._known_depth(data)
+        if known is not None:
+            return da.from_array(known.copy(), chunks=(data.array.chunks[0],),
+                                 name=key_name("score", token, "known"))
         return score_array(data.array, self.summary_, raise_nan=self.nan_policy == "raise",
                            token=token, std=std)
+
+    def _known_depth(self, data: Input) -> np.ndarray | None:
+        """The depths of ``data`` computed while fitting, if it holds the training rows.
+
+        They are the same bits as scoring the rows afresh (the in-memory fit
+        counts them exactly from each direction's sorted projections, or scores
+        them to set ``offset_``).  Recognised by the rows' content token, checked
+        only when the shape matches; not used when rows that are not finite
+        must raise.
+        """
+        depth = getattr(self, "_train_depth", None)
+        token = getattr(self, "_train_token", None)
+        if depth is None or token is None or data.array.shape[0] != depth.shape[0]:
+            return None
+        if self.nan_policy == "raise" and np.isnan(depth).any():
+            return None
+        return depth if data.content_token == token else None
 
     def score_samples(self, X: Any, return_std: bool = False) -> Any:
         """Depth of each row of ``X``; higher is more central.
@@ -114,6 +141,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         row chunks, and a DataArray gives a DataArray over its first dimension
         with that dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
+
+        The training rows of an in-memory fit are not scored again: their
+        depths were counted while fitting (the same bits), and rows with the
+        same content are recognised by a hash of it.
 
         Parameters
         ----------

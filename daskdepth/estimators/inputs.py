@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import math
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import dask.array as da
 import numpy as np
 import xarray as xr
+from dask.base import tokenize
 
 from ..errors import nan_rows_message
 from ..runtime.keys import key_name
@@ -24,16 +25,32 @@ NAN_POLICIES = ("raise", "omit")
 
 @dataclass
 class Input:
-    """A validated 2-D input as a dask array, and how to give results back."""
+    """A validated 2-D input as a dask array, and how to give results back.
+
+    ``values`` is the float64 array behind ``array`` for in-memory input.
+    """
 
     array: da.Array
     kind: str  # "numpy", "dask" or "xarray"
     original: Any
     feature_names: np.ndarray | None
+    values: np.ndarray | None = None
+    _token: str | None = field(default=None, repr=False)
 
     @property
     def n_features(self) -> int:
         return int(self.array.shape[1])
+
+    @property
+    def content_token(self) -> str:
+        """A token of the rows' values: equal tokens mean equal rows (computed once).
+
+        In-memory rows are hashed (about a millisecond per 4 MB); a dask array's
+        name already is a token of its content.
+        """
+        if self._token is None:
+            self._token = tokenize(self.values if self.values is not None else self.array)
+        return self._token
 
     def wrap(self, depth: da.Array, name: str = "depth") -> Any:
         """Return ``depth`` in the container type of the input."""
@@ -58,13 +75,15 @@ def as_input(x: Any, *, what: str = "X", min_samples: int = 1,
     kind, data, feature_names = _unwrap(x, what)
     _check_dtype(np.dtype(data.dtype), what)
     _check_shape(data, what, min_samples)
+    values = None
     if isinstance(data, da.Array):
         arr = data if data.dtype == np.float64 else data.astype(np.float64)
         if arr.numblocks[1] > 1:
             arr = arr.rechunk({1: -1})
     else:
-        arr = _from_memory(data, what, nan_policy)
-    return Input(arr, kind, x, feature_names)
+        values = np.asarray(data, dtype=np.float64)
+        arr = _from_memory(values, what, nan_policy)
+    return Input(arr, kind, x, feature_names, values)
 
 
 def _unwrap(x: Any, what: str) -> tuple[str, Any, np.ndarray | None]:
@@ -137,9 +156,8 @@ def _check_shape(x: Any, what: str, min_samples: int) -> None:
         )
 
 
-def _from_memory(x: Any, what: str, nan_policy: str) -> da.Array:
-    """In-memory rows as float64 chunks of :func:`daskdepth.runtime.memory.row_chunk` rows."""
-    x = np.asarray(x, dtype=np.float64)
+def _from_memory(x: np.ndarray, what: str, nan_policy: str) -> da.Array:
+    """In-memory float64 rows as chunks of :func:`daskdepth.runtime.memory.row_chunk` rows."""
     if nan_policy == "raise":
         finite = np.isfinite(x).all(axis=1)
         if not finite.all():

@@ -21,6 +21,7 @@ from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
+    prefer_sorted,
     row_chunk,
     summary_memory_message,
 )
@@ -70,7 +71,12 @@ _AUTO_STREAM = 0xA0705
 
 @dataclass
 class FittedDepth:
-    """Everything a fit computes, for the estimator's fitted attributes."""
+    """Everything a fit computes, for the estimator's fitted attributes.
+
+    ``train_depth`` is the depth of every input row (NaN where not finite),
+    the same bits as scoring them afresh, when the fit computed it: in memory,
+    where the sample is every finite row; otherwise ``None``.
+    """
 
     location: np.ndarray
     covariance: np.ndarray
@@ -83,6 +89,7 @@ class FittedDepth:
     sample_depth: np.ndarray
     info: FitInfo
     token: str
+    train_depth: np.ndarray | None = None
 
 
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
@@ -120,14 +127,21 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     directions = draw_directions(rng, m, d, w)
     # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
     block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
-    too_big = summary_memory_message(m, mom.n, tol)
+    exact = mom.sample.shape[0] == mom.n and prefer_sorted(m, mom.n, tol)
+    too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK))
-    sample_depth = _offset_depths(summary, mom.sample, token)
+                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact)
+    if info.in_sample is not None:
+        in_sample = summary.depth_of_totals(info.in_sample)
+        sample_depth = _offset_pick(in_sample)
+    else:
+        sample_depth = _offset_depths(summary, mom.sample, token)
+        # In memory with a small sample, the offset rows are every finite row.
+        in_sample = sample_depth if mom.sample.shape[0] == mom.n <= SAMPLE_SIZE else None
     return FittedDepth(location, cov, rank, w, report, directions, summary, mom.n, sample_depth,
-                       info, token)
+                       info, token, _every_row(in_sample, mom, n_total))
 
 
 def _auto_directions(sample: np.ndarray, location: np.ndarray, w: np.ndarray | None, d: int,
@@ -186,15 +200,37 @@ def _whitening(cov: np.ndarray, location: np.ndarray,
     return w, rank
 
 
-def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.ndarray:
-    """Depths of at most :data:`SAMPLE_SIZE` sampled rows, for ``offset_``.
+def _offset_pick(rows: np.ndarray) -> np.ndarray:
+    """At most :data:`SAMPLE_SIZE` of the sampled ``rows``, for ``offset_``.
 
     The contamination quantile of 65,536 depths is within about 1e-3 in rank of
     the quantile over all rows.  The sample is in global row order, so evenly
     spaced picks are as random and do not depend on the chunking.
     """
-    if sample.shape[0] > SAMPLE_SIZE:
-        sample = sample[np.linspace(0, sample.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
+    if rows.shape[0] > SAMPLE_SIZE:
+        rows = rows[np.linspace(0, rows.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
+    return rows
+
+
+def _every_row(depth: np.ndarray | None, mom: ChunkMoments, n_total: int) -> np.ndarray | None:
+    """The depths of the finite rows spread over all ``n_total`` input rows (NaN elsewhere).
+
+    ``None`` when unknown, or when not every non-finite row was recorded.
+    """
+    if depth is None or mom.n_bad != mom.bad_rows.size or depth.shape[0] + mom.n_bad != n_total:
+        return None
+    if not mom.n_bad:
+        return depth
+    out = np.full(n_total, np.nan)
+    finite = np.ones(n_total, dtype=bool)
+    finite[mom.bad_rows] = False
+    out[finite] = depth
+    return out
+
+
+def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.ndarray:
+    """Depths of at most :data:`SAMPLE_SIZE` sampled rows (:func:`_offset_pick`): ``offset_``."""
+    sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("offset", token))
     with phase("offset"):

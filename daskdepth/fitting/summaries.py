@@ -19,6 +19,7 @@ from ..runtime.keys import key_name
 from ..runtime.memory import MAX_DIRECTIONS_PER_BLOCK
 from ..summary.depth import DepthSummary, mean_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
+from ..summary.sorted import BlockSorted
 
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
@@ -27,9 +28,15 @@ PILOT_GUARD = 0.4
 
 @dataclass
 class FitInfo:
-    """How the summaries were built."""
+    """How the summaries were built.
 
-    passes: int  # data passes after the moments pass; 0 means exact, in memory
+    ``in_sample`` is set when the sample is every finite row and the fit
+    counted, for each of them, ``min(L, G)`` summed over all directions (the
+    in-sample depths times ``n * m``, see :meth:`DepthSummary.depth_of_totals`).
+    """
+
+    passes: int  # data passes after the moments pass; 0 means in memory
+    in_sample: np.ndarray | None = None
 
 
 def leaf_cap(n: int, tol: float) -> int:
@@ -142,11 +149,14 @@ def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
-                  block_size: int = MAX_DIRECTIONS_PER_BLOCK) -> tuple[DepthSummary, FitInfo]:
-    """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
+                  block_size: int = MAX_DIRECTIONS_PER_BLOCK,
+                  exact: bool = False) -> tuple[DepthSummary, FitInfo]:
+    """Summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
-    leaves are built in memory and exactly, without a pass over ``x``
+    summaries are built in memory, without a pass over ``x``: with ``exact``,
+    each direction's sorted projections, which also give the in-sample depths
+    (:func:`exact_phase`), otherwise leaves planned exactly from the rows
     (:func:`pilot_phase`).  Otherwise one histogram pass counts every leaf
     exactly (:func:`histogram_phase`).  When leaves too heavy for ``tol``
     remain (sampling noise, values missing from the sample), a refinement pass
@@ -154,6 +164,9 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     directions that need it (:func:`refine_phase`).
     """
     ranges = direction_blocks(directions.shape[0], block_size)
+    if exact and sample.shape[0] == n:
+        sorted_blocks, in_sample = exact_phase(sample, location, directions, ranges, token)
+        return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)
     blocks = pilot_phase(sample, location, directions, ranges, n, tol, token)
     if sample.shape[0] == n:
         return assemble_summary(location, directions, blocks, n, tol), FitInfo(0)
@@ -178,6 +191,30 @@ def pilot_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray
     # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
         return list(dask.compute(*pilots))
+
+
+def exact_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
+                ranges: list[tuple[int, int]],
+                token: str) -> tuple[list[BlockSorted], np.ndarray]:
+    """Sorted projections of every block and the in-sample counts, one task per block.
+
+    ``sample`` is every finite row.  Each task projects the rows on its
+    directions once, sorts them and counts every row's ``min(L, G)``; the
+    per-row sums of the blocks are integers (exact in float64), so adding them
+    in any order gives the same bits as scoring the rows afresh.
+    """
+    columns = broadcast(np.ascontiguousarray((sample - location).T), key_name("sample", token))
+    tasks = [
+        delayed(BlockSorted.fit, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
+                                            j0, j1, dask_key_name=(key_name("exact", token), b))
+        for b, (j0, j1) in enumerate(ranges)
+    ]
+    with phase("exact"):
+        done = dask.compute(*tasks)
+    in_sample = np.zeros(sample.shape[0])
+    for _, part in done:
+        in_sample += part
+    return [block for block, _ in done], in_sample
 
 
 def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,

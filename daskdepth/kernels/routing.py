@@ -78,7 +78,7 @@ TILE = 256
 
 #: Largest finite float64: overflowing projections are clamped to it (NaN, from
 #: inf - inf, to the top), i.e. ranked beyond every reference value.
-_MAXF = 1.7976931348623157e308
+MAXF = 1.7976931348623157e308
 
 
 @kernel
@@ -103,10 +103,10 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, gm, keys, k0, tab, pb
             p = 0.0
             for k in range(d):
                 p += X[i, k] * V[jj, k]
-        if not p >= -_MAXF:
-            p = -_MAXF if p < 0.0 else _MAXF
-        elif p > _MAXF:
-            p = _MAXF
+        if not p >= -MAXF:
+            p = -MAXF if p < 0.0 else MAXF
+        elif p > MAXF:
+            p = MAXF
         pbuf[i - t0] = p
         lbuf[i - t0] = k0 + np.uint64(tab[cell(p, lo, sc, gm)])
     for s in range(t1 - t0):
@@ -120,22 +120,96 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, gm, keys, k0, tab, pb
         lbuf[s] = q - k0
 
 
+#: Rows projected together by :func:`project_columns`: the tile's columns (``d``
+#: rows of 4 KiB) stay in L2 while every group of four directions reads them
+#: (measured best from d = 5 to 166).
+PROJECT_TILE = 512
+
+
+@kernel
+def _madd4x4(r0, r1, r2, r3, c0, c1, c2, c3, V, j, k):
+    """Add features ``k .. k + 3`` (columns ``c0 .. c3``) of directions ``j .. j + 3``, in order."""
+    a0 = V[j, k]
+    a1 = V[j, k + 1]
+    a2 = V[j, k + 2]
+    a3 = V[j, k + 3]
+    b0 = V[j + 1, k]
+    b1 = V[j + 1, k + 1]
+    b2 = V[j + 1, k + 2]
+    b3 = V[j + 1, k + 3]
+    e0 = V[j + 2, k]
+    e1 = V[j + 2, k + 1]
+    e2 = V[j + 2, k + 2]
+    e3 = V[j + 2, k + 3]
+    f0 = V[j + 3, k]
+    f1 = V[j + 3, k + 1]
+    f2 = V[j + 3, k + 2]
+    f3 = V[j + 3, k + 3]
+    for i in range(r0.size):
+        x0 = c0[i]
+        x1 = c1[i]
+        x2 = c2[i]
+        x3 = c3[i]
+        r0[i] = (((r0[i] + x0 * a0) + x1 * a1) + x2 * a2) + x3 * a3
+        r1[i] = (((r1[i] + x0 * b0) + x1 * b1) + x2 * b2) + x3 * b3
+        r2[i] = (((r2[i] + x0 * e0) + x1 * e1) + x2 * e2) + x3 * e3
+        r3[i] = (((r3[i] + x0 * f0) + x1 * f1) + x2 * f2) + x3 * f3
+
+
+@kernel
+def _madd4x1(r0, c0, c1, c2, c3, V, j, k):
+    """:func:`_madd4x4` for the one direction ``j``."""
+    a0 = V[j, k]
+    a1 = V[j, k + 1]
+    a2 = V[j, k + 2]
+    a3 = V[j, k + 3]
+    for i in range(r0.size):
+        r0[i] = (((r0[i] + c0[i] * a0) + c1[i] * a1) + c2[i] * a2) + c3[i] * a3
+
+
+@kernel
+def _madd1(r, c, v):
+    """Add one feature (column ``c``, coefficient ``v``) to the projections ``r``."""
+    for i in range(r.size):
+        r[i] = r[i] + c[i] * v
+
+
 @kernel
 def project_columns(xt, V, P):
     """``P[j] = `` projections of the rows whose columns are ``xt`` (d, n) on ``V[j]``.
 
-    Summed feature by feature from 0.0, as :func:`route_tile` does, so the values
-    are the same bits; the loop runs over rows innermost, in SIMD lanes.
+    Every value is summed feature by feature from 0.0, as :func:`route_tile`
+    does (a product, then a sum, never fused), so the values are the same bits
+    however rows are tiled or chunked.  Tiled for speed: tiles of
+    :data:`PROJECT_TILE` rows, four directions and four features per sweep
+    (one load and store of a projection per four products), rows innermost in
+    SIMD lanes; about 2x faster than one direction and one feature per sweep
+    for 36 to 166 features, and as fast for 5.
     """
     d, nr = xt.shape
-    for jj in range(V.shape[0]):
-        row = P[jj]
-        row[:] = 0.0
-        for k in range(d):
-            vk = V[jj, k]
-            col = xt[k]
-            for i in range(nr):
-                row[i] += col[i] * vk
+    mb = V.shape[0]
+    for i0 in range(0, nr, PROJECT_TILE):
+        i1 = min(nr, i0 + PROJECT_TILE)
+        j = 0
+        while j < mb:
+            g = 4 if j + 4 <= mb else 1
+            for q in range(g):
+                P[j + q, i0:i1] = 0.0
+            k = 0
+            while k + 4 <= d:
+                if g == 4:
+                    _madd4x4(P[j, i0:i1], P[j + 1, i0:i1], P[j + 2, i0:i1], P[j + 3, i0:i1],
+                             xt[k, i0:i1], xt[k + 1, i0:i1], xt[k + 2, i0:i1], xt[k + 3, i0:i1],
+                             V, j, k)
+                else:
+                    _madd4x1(P[j, i0:i1], xt[k, i0:i1], xt[k + 1, i0:i1], xt[k + 2, i0:i1],
+                             xt[k + 3, i0:i1], V, j, k)
+                k += 4
+            while k < d:
+                for q in range(g):
+                    _madd1(P[j + q, i0:i1], xt[k, i0:i1], V[j + q, k])
+                k += 1
+            j += g
 
 
 def project(X: np.ndarray, V: np.ndarray) -> np.ndarray:

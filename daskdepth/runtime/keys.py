@@ -24,6 +24,7 @@ VERBS: dict[str, str] = {
     "frame": "AI-IRW's invariant frame: whitened covariance and fourth moments",
     "sample": "the pilot's row sample, shared by the pilot tasks",
     "pilot": "leaf keys planned from the row sample, per direction block",
+    "exact": "in memory: sorted projections and in-sample counts, per direction block",
     "leaves": "a direction block's leaves, shared by the pass tasks",
     "deduplicate": "row chunks centred and their duplicate rows merged, once per pass",
     "histogram": "exact leaf counts of every row chunk and direction block",

@@ -170,9 +170,45 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
     return int(m) * max(1, leaves) * per_leaf
 
 
+#: Bytes per reference row and direction of the exact in-memory summary
+#: (:class:`daskdepth.summary.sorted.BlockSorted`: sorted float64 projections).
+BYTES_PER_SORTED_VALUE = 8
+
+
+def sorted_summary_bytes(m: int, n: int) -> int:
+    """Bytes of the sorted projections of ``n`` rows on ``m`` directions.
+
+    Examples
+    --------
+    >>> sorted_summary_bytes(16_600, 3_062) / 1e6  # Musk: 166 features, m = 100 d
+    406.6336
+    """
+    return int(m) * int(n) * BYTES_PER_SORTED_VALUE
+
+
+def prefer_sorted(m: int, n: int, tol: float) -> bool:
+    """Whether an in-memory fit keeps each direction's sorted projections instead of leaves.
+
+    When they take no more memory than the leaf summary would
+    (:func:`summary_bytes`): at most about ``3 / tol`` rows, and always at
+    ``tol = 0``, where leaves hold one value each.  They are exact (error bound
+    0) and give the in-sample depths while fitting.
+
+    Examples
+    --------
+    >>> prefer_sorted(3_600, 5_803, 1e-4), prefer_sorted(3_600, 60_000, 1e-4)
+    (True, False)
+    """
+    return sorted_summary_bytes(m, n) <= summary_bytes(m, n, tol)
+
+
 def summary_memory_message(m: int, n: int, tol: float,
-                           memory: WorkerMemory | None = None) -> str | None:
+                           memory: WorkerMemory | None = None,
+                           exact: bool = False) -> str | None:
     """A warning text when the summary would take a large share of a worker's memory.
+
+    ``exact`` means the sorted projections (:func:`sorted_summary_bytes`),
+    otherwise leaves (:func:`summary_bytes`).
 
     Examples
     --------
@@ -180,15 +216,17 @@ def summary_memory_message(m: int, n: int, tol: float,
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
+    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(2**30, 1), exact=True)
     """
     mem = memory or worker_memory()
-    size = summary_bytes(m, n, tol)
+    size = sorted_summary_bytes(m, n) if exact else summary_bytes(m, n, tol)
     if size <= SUMMARY_SHARE * mem.limit:
         return None
-    return (f"the depth summary of {m} directions at tol={tol:g} takes about "
-            f"{size / 2**20:,.0f} MiB on every worker, more than a quarter of the workers' "
-            f"memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise "
-            "tol, lower n_directions, or give the workers more memory")
+    what = (f"the exact depth summary (sorted projections of {n:,} rows) of {m} directions"
+            if exact else f"the depth summary of {m} directions at tol={tol:g}")
+    return (f"{what} takes about {size / 2**20:,.0f} MiB on every worker, more than a quarter "
+            f"of the workers' memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill "
+            "or pause. Raise tol, lower n_directions, or give the workers more memory")
 
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory

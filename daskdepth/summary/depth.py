@@ -9,6 +9,7 @@ import numpy as np
 
 from .leaves import BlockLeaves
 from .rows import prepare_rows
+from .sorted import BlockSorted
 
 
 def mean_bound(errs: np.ndarray) -> float:
@@ -18,11 +19,15 @@ def mean_bound(errs: np.ndarray) -> float:
 
 @dataclass
 class DepthSummary:
-    """Everything needed to score points: centring, directions and block summaries."""
+    """Everything needed to score points: centring, directions and block summaries.
+
+    A block is a :class:`~daskdepth.summary.leaves.BlockLeaves` (leaf summaries)
+    or a :class:`~daskdepth.summary.sorted.BlockSorted` (sorted projections, exact).
+    """
 
     location: np.ndarray
     directions: np.ndarray
-    blocks: list[BlockLeaves]
+    blocks: list[BlockLeaves | BlockSorted]
     n: int
 
     @property
@@ -48,8 +53,15 @@ class DepthSummary:
         for b in self.blocks:
             b.score_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]), rows.valid,
                          out)
-        out /= self.n * self.directions.shape[0]
-        return rows.expand(out)
+        return rows.expand(self.depth_of_totals(out))
+
+    def depth_of_totals(self, total: np.ndarray) -> np.ndarray:
+        """Depths from per-row sums over the directions of ``min(L, G)`` (in rows).
+
+        The one division :meth:`depth` makes, so that in-sample depths counted
+        while fitting are the same bits as scoring the rows afresh.
+        """
+        return total / (self.n * self.directions.shape[0])
 
     def depth_and_std(self, x: np.ndarray,
                       valid: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..kernels.routing import PROJECT_MAX_D
 from ..kernels.rows import distinct_rows, morton_codes
 
 #: Duplicates are merged only when that removes at least this fraction of a
@@ -36,11 +37,11 @@ ORDER_MIN_ROWS = 4096
 class Rows:
     """Centred rows for the kernels and how they map back to the chunk's rows.
 
-    ``x`` holds the rows the kernels see; ``valid`` marks those to use and
-    ``weight`` how many rows of the chunk each one stands for.  ``inverse``
-    gives, for each row of the chunk, its row of ``x`` (``-1`` when not
-    finite); it is ``None`` when ``x`` is the chunk itself, or when the caller
-    did not ask for it.
+    ``x`` holds the rows the kernels see (in column order for wide rows);
+    ``valid`` marks those to use and ``weight`` how many rows of the chunk each
+    one stands for.  ``inverse`` gives, for each row of the chunk, its row of
+    ``x`` (``-1`` when not finite); it is ``None`` when ``x`` is the chunk
+    itself, or when the caller did not ask for it.
     """
 
     x: np.ndarray
@@ -105,7 +106,11 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
         rank[perm] = np.arange(perm.size)
         pick, weight = pick[perm], weight[perm]
         inverse = np.where(inverse >= 0, rank[np.maximum(inverse, 0)], -1)
+    # Wide rows are projected beforehand, feature by feature
+    # (:func:`daskdepth.kernels.routing.project`): in column order they are
+    # transposed once per chunk, not once per direction block.
+    layout = np.asfortranarray if d > PROJECT_MAX_D else np.ascontiguousarray
     if pick is None:
-        return Rows(xc, valid, valid.astype(np.float64), None, n_rows)
-    return Rows(np.ascontiguousarray(xc[pick]), np.ones(pick.size, dtype=bool), weight,
+        return Rows(layout(xc), valid, valid.astype(np.float64), None, n_rows)
+    return Rows(layout(xc[pick]), np.ones(pick.size, dtype=bool), weight,
                 inverse if keep_inverse else None, n_rows)
