@@ -66,23 +66,31 @@ class FittedDepth:
 
 
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: object,
-              tol: float, rng: np.random.RandomState, nan_policy: str) -> FittedDepth:
+              tol: float, rng: np.random.RandomState, nan_policy: str,
+              whiten: bool | None = None, statistic: str = "depth") -> FittedDepth:
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
     the covariance (more passes for robust ones), the whitening and directions
     (on the client), the leaf summaries
     (:func:`daskdepth.fitting.summaries.build_summary`) and the depths of a row
-    sample that set ``offset_``.
+    sample that set ``offset_``.  Directions are whitened by the covariance
+    when ``whiten`` (default: for ``depth='ai-irw'``); ``statistic`` is the
+    :class:`~daskdepth.summary.depth.DepthSummary` method that scores
+    (``'depth'``, the mean over directions, or ``'min_depth'``, the halfspace
+    depth), whose certified bound the summaries bring down to ``tol``.
     """
     n_total, d = x.shape
+    whiten = depth == "ai-irw" if whiten is None else bool(whiten)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
-    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy)
+    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, whiten,
+                     statistic)
     mom = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol), token=token)
     _check_rows(mom, n_total, nan_policy)
     location, cov = resolve_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x,
                                        seed=seed, token=token)
-    w, rank = _whitening(cov, mom) if depth == "ai-irw" else (None, d)
+    w, rank = _whitening(cov, mom, "AI-IRW" if depth == "ai-irw" else "the") if whiten \
+        else (None, d)
     m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
     # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
@@ -91,8 +99,9 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK))
-    sample_depth = _offset_depths(summary, mom.sample, token)
+                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK),
+                                  statistic=statistic)
+    sample_depth = _offset_depths(summary, mom.sample, token, statistic)
     return FittedDepth(location, cov, rank, directions, summary, mom.n, sample_depth, info,
                        token)
 
@@ -108,8 +117,10 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
         )
 
 
-def _whitening(cov: np.ndarray, mom: ChunkMoments) -> tuple[np.ndarray, int]:
-    """AI-IRW's whitening map of ``cov`` and its rank (warning when singular)."""
+def _whitening(cov: np.ndarray, mom: ChunkMoments,
+               name: str = "AI-IRW") -> tuple[np.ndarray, int]:
+    """The whitening map of ``cov`` and its rank (warning, naming the ``name`` depth, when
+    singular)."""
     d = cov.shape[0]
     if not cov.any() and np.ptp(mom.sample, axis=0).any():
         raise ValueError(
@@ -122,14 +133,15 @@ def _whitening(cov: np.ndarray, mom: ChunkMoments) -> tuple[np.ndarray, int]:
     if rank < d:
         warnings.warn(
             f"the covariance has rank {rank} < {d} features (some features are linear "
-            f"combinations of others or constant); AI-IRW depth is computed in the "
+            f"combinations of others or constant); {name} depth is computed in the "
             f"{rank}-dimensional principal subspace",
             CovarianceRankWarning, stacklevel=WARN_LEVEL,
         )
     return w, rank
 
 
-def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.ndarray:
+def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
+                   statistic: str = "depth") -> np.ndarray:
     """Depths of at most :data:`SAMPLE_SIZE` sampled rows, for ``offset_``.
 
     The contamination quantile of 65,536 depths is within about 1e-3 in rank of
@@ -141,4 +153,5 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("offset", token))
     with phase("offset"):
-        return score_array(rows, summary, raise_nan=False, token=token).compute()
+        return score_array(rows, summary, raise_nan=False, token=token,
+                           statistic=statistic).compute()
