@@ -332,3 +332,34 @@ def test_threads_and_synchronous_schedulers_agree():
         b = daskdepth.HalfspaceMass(n_directions=100, random_state=2).fit(chunked(x, 1300))
         sb = np.asarray(b.score_samples(chunked(x, 1300)))
     np.testing.assert_array_equal(sa, sb)
+
+
+def test_cli_options_of_one_depth(tmp_path, capsys):
+    import xarray as xr
+
+    x = gaussian_data(700, 3, seed=19)
+    src = tmp_path / "in.zarr"
+    zarr.create_array(str(src), data=x, chunks=(200, 3))
+    common = ["--seed", "5", "--n-directions", "30", "-q", *SYNC]
+    assert main(["score", str(src), "--out", str(tmp_path / "t.zarr"), "--depth", "halfspace",
+                 "--affine-invariant", "--covariance", "mcd", *common]) == 0
+    model = daskdepth.Halfspace(n_directions=30, affine_invariant=True, covariance="mcd",
+                                random_state=5).fit(x)
+    out = xr.open_zarr(str(tmp_path / "t.zarr"))
+    np.testing.assert_array_equal(out["depth"].values, model.score_samples(x))
+    assert out.attrs["covariance"] == "mcd" and out.attrs["affine_invariant"] == 1
+    assert main(["score", str(src), "--out", str(tmp_path / "m.zarr"), "--depth",
+                 "halfspace-mass", "--subsample-size", "8", "--scope", "1.5", *common]) == 0
+    model = daskdepth.HalfspaceMass(n_directions=30, subsample_size=8, scope=1.5,
+                                    random_state=5).fit(x)
+    out = xr.open_zarr(str(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(out["depth"].values, model.score_samples(x))
+    assert out.attrs["subsample_size"] == 8 and out.attrs["scope"] == 1.5
+    assert out["depth"].attrs["valid_range"] == [0.0, 1.0]
+    capsys.readouterr()
+    assert main(["score", str(src), "--out", str(tmp_path / "x.zarr"), "--depth", "irw",
+                 "--subsample-size", "8", *common]) == 1
+    assert "use depth='halfspace-mass'" in capsys.readouterr().err
+    assert main(["score", str(src), "--out", str(tmp_path / "y.zarr"), "--depth", "halfspace",
+                 "--covariance", "mcd", *common]) == 1
+    assert "pass affine_invariant=True" in capsys.readouterr().err
