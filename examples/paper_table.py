@@ -28,7 +28,7 @@ Usage::
 
     python examples/paper_table.py [--data ../shared/data/odds] [--seeds 0 1 2]
                                    [--sets ecoli wine ...] [--methods IRW HM ...]
-                                   [--out examples/paper_table]
+                                   [--out examples/paper_table] [--combine A.csv B.csv]
 
 Prints a Markdown table and writes ``<out>.md``, ``<out>.csv`` and ``<out>.png``.
 """
@@ -169,10 +169,11 @@ def table(rows: dict, shapes: dict, seeds: list[int]) -> str:
         for m in methods:
             p = paper_value(name, m)
             cells.append(f"{res[m][0]:.3f}" + (f" ({p:.2f})" if p is not None else ""))
-        diff = res["AI-IRW (MCD)"][0] - PAPER[name][0] if "AI-IRW (MCD)" in res else math.nan
-        flag = "" if abs(diff) <= TOLERANCE + 1e-12 else " (!)"
-        lines.append(f"| {LABELS[name]} | {n} x {d} | " + " | ".join(cells)
-                     + f" | {diff:+.3f}{flag} |")
+        diff = ""
+        if "AI-IRW (MCD)" in res:
+            gap = res["AI-IRW (MCD)"][0] - PAPER[name][0]
+            diff = f"{gap:+.3f}" + ("" if abs(gap) <= TOLERANCE + 1e-12 else " (!)")
+        lines.append(f"| {LABELS[name]} | {n} x {d} | " + " | ".join(cells) + f" | {diff} |")
     lines += ["", "Fit + score time (s):", "",
               "| data set | " + " | ".join(methods) + " |",
               "|" + "---|" * (len(methods) + 1)]
@@ -231,7 +232,14 @@ def main() -> None:
     parser.add_argument("--sets", nargs="+", default=ORDER, choices=ORDER)
     parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=HERE / "paper_table")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="CSV",
+                        help="no computation: write the table and figure from the CSV files of "
+                             "earlier runs (e.g. one without and one with only --methods AE)")
     args = parser.parse_args()
+    if args.combine:
+        rows, shapes = read_results(args.combine)
+        write_outputs(rows, shapes, args.seeds, args.out)
+        return
     methods = tuple(args.methods)
     if "AE" in methods and not have_pyod():
         print("pyod is not installed: no AE column (pip install pyod torch)")
@@ -247,21 +255,42 @@ def main() -> None:
         r = rows[name]
         print(f"{LABELS[name]:>11}: " + ", ".join(f"{m} {a:.3f} ({t:.1f}s)"
                                                   for m, (a, t) in r.items()), flush=True)
-    text = table(rows, shapes, args.seeds)
+    write_outputs(rows, shapes, args.seeds, args.out)
+
+
+def read_results(paths: list[Path]) -> tuple[dict, dict]:
+    """Results (AUROC, time) by data set and method, from CSV files this script wrote."""
+    rows: dict = {}
+    shapes: dict = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                name = r["data set"]
+                shapes[name] = (int(r["n"]), int(r["d"]))
+                rows.setdefault(name, {})[r["method"]] = (float(r["auroc"]), float(r["time_s"]))
+    order = [m for m in METHODS if any(m in res for res in rows.values())]
+    rows = {name: {m: rows[name][m] for m in order if m in rows[name]}
+            for name in ORDER if name in rows}
+    return rows, shapes
+
+
+def write_outputs(rows: dict, shapes: dict, seeds: list[int], out: Path) -> None:
+    """Print the table; write it (``.md``), the results (``.csv``) and the figure (``.png``)."""
+    text = table(rows, shapes, seeds)
     print()
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(text + "\n")
-    with open(args.out.with_suffix(".csv"), "w", newline="") as f:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text + "\n")
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["data set", "n", "d", "method", "auroc", "time_s", "paper_auroc"])
         for name, res in rows.items():
             for m, (a, t) in res.items():
                 p = paper_value(name, m)
                 w.writerow([name, *shapes[name], m, f"{a:.4f}", f"{t:.3f}",
-                            "" if p is None or m == "AI-IRW (sample)" else p])
+                            "" if p is None else p])
     try:
-        figure(rows, args.out.with_suffix(".png"))
+        figure(rows, out.with_suffix(".png"))
     except ImportError:
         print("matplotlib is not installed: no figure (pip install matplotlib)")
 

@@ -15,6 +15,8 @@ import numpy as np
 import pytest
 import zarr
 from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data, tie_data
+from hypothesis import given
+from hypothesis import strategies as st
 from oracle import direction_depths, exact_halfspace_depth, halfspace_mass
 from scipy import stats
 from test_summary import _finished
@@ -224,9 +226,11 @@ def test_halfspace_mass_with_fewer_rows_than_the_subsample_size():
 def test_registry_names_and_make_estimator():
     assert tuple(DEPTHS) == DEPTH_NAMES
     assert set(DEPTH_NAMES) >= {"halfspace", "halfspace-mass"}
-    choices = next(a for a in build_parser()._subparsers._group_actions[0].choices["score"]
-                   ._actions if a.dest == "depth").choices
-    assert tuple(choices) == DEPTH_NAMES
+    parser = build_parser()
+    for name in DEPTH_NAMES:  # --depth takes exactly the registered names
+        assert parser.parse_args(["score", "in", "--out", "o", "--depth", name]).depth == name
+    with pytest.raises(SystemExit):
+        parser.parse_args(["score", "in", "--out", "o", "--depth", "tukey"])
     # The one-call functions' defaults pass; other values of parameters the depth does
     # not take are refused, naming the depths that take them.
     assert type(make_estimator("halfspace-mass", tol=1e-4, covariance="sample",
@@ -363,3 +367,41 @@ def test_cli_options_of_one_depth(tmp_path, capsys):
     assert main(["score", str(src), "--out", str(tmp_path / "y.zarr"), "--depth", "halfspace",
                  "--covariance", "mcd", *common]) == 1
     assert "pass affine_invariant=True" in capsys.readouterr().err
+
+
+# --------------------------------------------------------------------------- properties
+
+
+@st.composite
+def tied_rows(draw):
+    """Small data on a coarse grid (heavy ties, duplicates) and row chunkings of it."""
+    n = draw(st.integers(2, 300))
+    d = draw(st.integers(1, 4))
+    levels = draw(st.integers(2, 6))
+    seed = draw(st.integers(0, 2**32 - 1))
+    x = np.random.default_rng(seed).integers(0, levels, size=(n, d)).astype(float)
+    cuts = draw(st.lists(st.integers(1, max(1, n - 1)), max_size=4))
+    edges = [0, *sorted({c for c in cuts if 0 < c < n}), n]
+    return x, tuple(b - a for a, b in zip(edges[:-1], edges[1:], strict=True))
+
+
+@given(data=tied_rows(), seed=st.integers(0, 2**32 - 1), tol=st.sampled_from([0.0, 0.05]))
+def test_property_halfspace_within_its_bound_of_the_oracle(data, seed, tol):
+    x, chunks = data
+    model = daskdepth.Halfspace(n_directions=7, tol=tol, random_state=seed).fit(chunked(x, chunks))
+    points = np.vstack([x, x + 0.5, [[10.0] * x.shape[1]]])
+    err = np.abs(model.score_samples(points) - _oracle_halfspace(model, x, points))
+    assert model.error_bound_ <= tol and err.max() <= model.error_bound_ + EPS
+
+
+@given(data=tied_rows(), seed=st.integers(0, 2**32 - 1))
+def test_property_halfspace_mass_does_not_depend_on_the_chunking(data, seed):
+    x, chunks = data
+    kw = dict(n_directions=9, subsample_size=5, scope=1.2, random_state=seed)
+    whole = daskdepth.HalfspaceMass(**kw).fit(x)
+    parts = daskdepth.HalfspaceMass(**kw).fit(chunked(x, chunks))
+    for name in ("subsample_indices_", "split_points_", "left_mass_", "directions_"):
+        np.testing.assert_array_equal(getattr(whole, name), getattr(parts, name))
+    left, mass = _oracle_mass(whole, x, x)
+    np.testing.assert_array_equal(whole.left_mass_, left)
+    np.testing.assert_allclose(parts.score_samples(x), mass, rtol=0, atol=EPS)
