@@ -1,4 +1,4 @@
-"""daskdepth: distributed AI-IRW and IRW data depth on Dask.
+"""daskdepth: distributed AI-IRW, IRW, halfspace and half-space mass data depth on Dask.
 
 >>> import numpy as np, daskdepth
 >>> X = np.random.default_rng(0).normal(size=(200, 2))
@@ -20,13 +20,16 @@ from .errors import CovarianceRankWarning, FrameWarning, SummaryMemoryWarning, T
 _LAZY = {
     "AIIRW": ("daskdepth.estimators", "AIIRW"),
     "IRW": ("daskdepth.estimators", "IRW"),
+    "Halfspace": ("daskdepth.estimators", "Halfspace"),
+    "HalfspaceMass": ("daskdepth.estimators", "HalfspaceMass"),
     "score": ("daskdepth.estimators", "score"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
 }
 
-__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FrameWarning",
+__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FrameWarning", "Halfspace",
+           "HalfspaceMass",
            "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load", "score",
            "score_dataset"]
 

@@ -8,20 +8,27 @@ or low IsolationForest score = anomaly).  Methods:
   AI-IRW column;
 * AI-IRW with the sample covariance;
 * IRW;
+* HM, the half-space mass of Chen et al. (2015) (``daskdepth.HalfspaceMass``
+  with its defaults: 1000 half-spaces, subsamples of 32 rows, scope 0.5);
+* T, the random halfspace (Tukey) depth (``daskdepth.Halfspace``, ``m = 100 d``
+  directions as in the paper, certified to ``tol = 1e-4``);
 * IsolationForest (scikit-learn defaults), fitted through dask-ml's
   ``ParallelPostFit`` and scored with ``score_samples`` mapped over the row
-  blocks of the dask array.
+  blocks of the dask array;
+* AE, pyod's ``AutoEncoder`` with its defaults (reconstruction error; in
+  memory, not through Dask), when pyod (and PyTorch) are installed.
 
-All inputs are dask arrays; AI-IRW and IRW use ``m = 100 d`` directions (the
-default), as in the paper.  AUROC and compute time (fit + score) are averaged
-over the seeds.  Data: the ODDS files in ``../shared/data/odds/``; Mulcross is
+All inputs are dask arrays (except for AE); AI-IRW, IRW and T use ``m = 100 d``
+directions (the default), as in the paper.  AUROC and compute time (fit +
+score) are averaged over the seeds.  Data: the ODDS files in ``../shared/data/odds/``; Mulcross is
 **regenerated** with a re-implementation of Rocke and Woodruff's generator
 (``examples/mulcross.py``), not the original file.
 
 Usage::
 
     python examples/paper_table.py [--data ../shared/data/odds] [--seeds 0 1 2]
-                                   [--sets ecoli wine ...] [--out examples/paper_table]
+                                   [--sets ecoli wine ...] [--methods IRW HM ...]
+                                   [--out examples/paper_table] [--combine A.csv B.csv]
 
 Prints a Markdown table and writes ``<out>.md``, ``<out>.csv`` and ``<out>.png``.
 """
@@ -47,24 +54,25 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 from mulcross import mulcross  # noqa: E402
 
-#: The paper's AUROCs (Table 2): AI-IRW (with MCD), IRW, IsolationForest.
+#: The paper's AUROCs (Table 2), in the order of :data:`PAPER_METHODS`.
+PAPER_METHODS = ("AI-IRW (MCD)", "IRW", "HM", "T", "IForest", "AE")
 PAPER = {
-    "ecoli": (0.85, 0.83, 0.77),
-    "shuttle": (0.99, 0.99, 0.99),
-    "mulcross": (1.00, 0.98, 0.96),
-    "thyroid": (0.98, 0.80, 0.97),
-    "wine": (0.96, 0.96, 0.80),
-    "http": (1.00, 0.95, 1.00),
-    "smtp": (0.96, 0.77, 0.90),
-    "breastw": (0.97, 0.97, 0.99),
-    "musk": (1.00, 0.84, 1.00),
-    "satimage-2": (0.99, 0.96, 0.99),
+    "ecoli": (0.85, 0.83, 0.88, 0.68, 0.77, 0.64),
+    "shuttle": (0.99, 0.99, 0.99, 0.86, 0.99, 0.99),
+    "mulcross": (1.00, 0.98, 1.00, 0.87, 0.96, 1.00),
+    "thyroid": (0.98, 0.80, 0.84, 0.92, 0.97, 0.97),
+    "wine": (0.96, 0.96, 0.99, 0.71, 0.80, 0.72),
+    "http": (1.00, 0.95, 0.97, 0.99, 1.00, 1.00),
+    "smtp": (0.96, 0.77, 0.74, 0.85, 0.90, 0.82),
+    "breastw": (0.97, 0.97, 0.99, 0.84, 0.99, 0.91),
+    "musk": (1.00, 0.84, 0.97, 0.77, 1.00, 1.00),
+    "satimage-2": (0.99, 0.96, 0.98, 0.95, 0.99, 0.98),
 }
 ORDER = list(PAPER)
 LABELS = {"ecoli": "Ecoli", "shuttle": "Shuttle", "mulcross": "Mulcross*", "thyroid": "Thyroid",
           "wine": "Wine", "http": "Http", "smtp": "Smtp", "breastw": "Breastw", "musk": "Musk",
           "satimage-2": "Satimage-2"}
-METHODS = ("AI-IRW (MCD)", "AI-IRW (sample)", "IRW", "IForest")
+METHODS = ("AI-IRW (MCD)", "AI-IRW (sample)", "IRW", "HM", "T", "IForest", "AE")
 #: Targets: AI-IRW with MCD within this of the paper's column.
 TOLERANCE = 0.015
 
@@ -93,48 +101,92 @@ def run_iforest(xd: da.Array, seed: int) -> np.ndarray:
                                     dtype=np.float64).compute())
 
 
-def evaluate(name: str, x: np.ndarray, y: np.ndarray, seeds: list[int]) -> dict:
+def run_autoencoder(x: np.ndarray, seed: int) -> np.ndarray:
+    """Minus pyod's AutoEncoder reconstruction error (defaults): higher = more normal."""
+    from pyod.models.auto_encoder import AutoEncoder
+
+    return -AutoEncoder(random_state=seed, verbose=0).fit(x).decision_scores_
+
+
+def have_pyod() -> bool:
+    try:
+        import pyod.models.auto_encoder  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def score_with(method: str, x: np.ndarray, xd: da.Array, seed: int) -> np.ndarray:
+    """Scores of every row (higher = more normal) by ``method``, fitted on all rows."""
+    if method == "AI-IRW (MCD)":
+        return run_depth(daskdepth.AIIRW(covariance="mcd", random_state=seed), xd)
+    if method == "AI-IRW (sample)":
+        return run_depth(daskdepth.AIIRW(random_state=seed), xd)
+    if method == "IRW":
+        return run_depth(daskdepth.IRW(random_state=seed), xd)
+    if method == "HM":
+        return run_depth(daskdepth.HalfspaceMass(random_state=seed), xd)
+    if method == "T":
+        return run_depth(daskdepth.Halfspace(random_state=seed), xd)
+    if method == "IForest":
+        return run_iforest(xd, seed)
+    if method == "AE":
+        return run_autoencoder(x, seed)
+    raise ValueError(method)
+
+
+def evaluate(name: str, x: np.ndarray, y: np.ndarray, seeds: list[int],
+             methods: tuple[str, ...] = METHODS) -> dict:
     xd = as_dask(x)
-    out: dict = {m: {"auc": [], "time": []} for m in METHODS}
+    out: dict = {m: {"auc": [], "time": []} for m in methods}
     for seed in seeds:
-        for method in METHODS:
+        for method in methods:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", daskdepth.CovarianceRankWarning)
-                if method == "AI-IRW (MCD)":
-                    score = run_depth(daskdepth.AIIRW(covariance="mcd", random_state=seed), xd)
-                elif method == "AI-IRW (sample)":
-                    score = run_depth(daskdepth.AIIRW(random_state=seed), xd)
-                elif method == "IRW":
-                    score = run_depth(daskdepth.IRW(random_state=seed), xd)
-                else:
-                    score = run_iforest(xd, seed)
+                score = score_with(method, x, xd, seed)
             out[method]["time"].append(time.perf_counter() - t0)
             out[method]["auc"].append(roc_auc_score(y, -score))
     return {m: (float(np.mean(v["auc"])), float(np.mean(v["time"]))) for m, v in out.items()}
 
 
+def paper_value(name: str, method: str) -> float | None:
+    """The paper's AUROC for ``method`` on ``name`` (AI-IRW: the MCD column), or None."""
+    column = "AI-IRW (MCD)" if method.startswith("AI-IRW (MCD)") else method
+    if column not in PAPER_METHODS:
+        return None
+    return PAPER[name][PAPER_METHODS.index(column)]
+
+
 def table(rows: dict, shapes: dict, seeds: list[int]) -> str:
-    head = ("| data set | n x d | AI-IRW MCD | paper AI-IRW | diff | AI-IRW sample | IRW | "
-            "paper IRW | IForest | paper IF | time MCD (s) | time sample (s) | time IRW (s) | "
-            "time IF (s) |")
-    lines = [head, "|" + "---|" * (head.count("|") - 1)]
+    methods = list(next(iter(rows.values())))
+    head = ("| data set | n x d | " + " | ".join(methods) + " | AI-IRW MCD - paper |")
+    lines = ["AUROC, daskdepth (the paper's value in parentheses):", "", head,
+             "|" + "---|" * (head.count("|") - 1)]
     for name, res in rows.items():
-        p = PAPER[name]
-        mcd_auc = res["AI-IRW (MCD)"][0]
-        diff = mcd_auc - p[0]
-        flag = "" if abs(diff) <= TOLERANCE + 1e-12 else " (!)"
         n, d = shapes[name]
-        lines.append(
-            f"| {LABELS[name]} | {n} x {d} | {mcd_auc:.3f} | {p[0]:.2f} | {diff:+.3f}{flag} | "
-            f"{res['AI-IRW (sample)'][0]:.3f} | {res['IRW'][0]:.3f} | {p[1]:.2f} | "
-            f"{res['IForest'][0]:.3f} | {p[2]:.2f} | {res['AI-IRW (MCD)'][1]:.2f} | "
-            f"{res['AI-IRW (sample)'][1]:.2f} | {res['IRW'][1]:.2f} | {res['IForest'][1]:.2f} |"
-        )
+        cells = []
+        for m in methods:
+            p = paper_value(name, m)
+            cells.append(f"{res[m][0]:.3f}" + (f" ({p:.2f})" if p is not None else ""))
+        diff = ""
+        if "AI-IRW (MCD)" in res:
+            gap = res["AI-IRW (MCD)"][0] - PAPER[name][0]
+            diff = f"{gap:+.3f}" + ("" if abs(gap) <= TOLERANCE + 1e-12 else " (!)")
+        lines.append(f"| {LABELS[name]} | {n} x {d} | " + " | ".join(cells) + f" | {diff} |")
+    lines += ["", "Fit + score time (s):", "",
+              "| data set | " + " | ".join(methods) + " |",
+              "|" + "---|" * (len(methods) + 1)]
+    for name, res in rows.items():
+        lines.append(f"| {LABELS[name]} | " + " | ".join(f"{res[m][1]:.2f}" for m in methods)
+                     + " |")
     lines.append("")
     lines.append(f"AUROC and time (fit + score, seconds) averaged over seeds {seeds}. "
                  f"'(!)' marks |AI-IRW MCD - paper| > {TOLERANCE}. *Mulcross is regenerated "
-                 "with examples/mulcross.py (seed 12345), not the original ODDS file.")
+                 "with examples/mulcross.py (seed 12345), not the original ODDS file. HM: "
+                 "daskdepth.HalfspaceMass defaults (t = 1000, psi = 32, lambda = 0.5); T: "
+                 "daskdepth.Halfspace, m = 100 d, tol = 1e-4; AE: pyod's AutoEncoder with its "
+                 "defaults, in memory.")
     return "\n".join(lines)
 
 
@@ -145,25 +197,31 @@ def figure(rows: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(rows)
+    methods = list(next(iter(rows.values())))
     idx = np.arange(len(names))
-    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(11, 8), constrained_layout=True)
-    width = 0.16
-    series = [("paper AI-IRW", [PAPER[n][0] for n in names])]
-    series += [(m, [rows[n][m][0] for n in names]) for m in METHODS]
-    for k, (label, vals) in enumerate(series):
-        ax1.bar(idx + (k - 2) * width, vals, width, label=label,
-                hatch="//" if label.startswith("paper") else None)
+    fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8.5), constrained_layout=True)
+    width = 0.8 / len(methods)
+    for k, m in enumerate(methods):
+        offset = (k - (len(methods) - 1) / 2) * width
+        ax1.bar(idx + offset, [rows[n][m][0] for n in names], width, label=m)
+        paper = [paper_value(n, m) for n in names]
+        if all(v is not None for v in paper):
+            ax1.scatter(idx + offset, paper, marker="_", color="black", s=60, zorder=3,
+                        label="paper" if k == 0 else None)
     ax1.set_xticks(idx, [LABELS[n] for n in names])
-    ax1.set_ylim(0.5, 1.01)
+    ax1.set_ylim(0.4, 1.01)
     ax1.set_ylabel("AUROC")
-    ax1.set_title("Anomaly detection AUROC (daskdepth vs the paper's AI-IRW column)")
-    ax1.legend(ncol=5, fontsize=8, loc="upper center", bbox_to_anchor=(0.5, -0.08))
-    for k, m in enumerate(METHODS):
-        ax2.bar(idx + (k - 1.5) * width, [rows[n][m][1] for n in names], width, label=m)
+    ax1.set_title("Anomaly detection AUROC: daskdepth and baselines (bars) vs the paper "
+                  "(black ticks)")
+    ax1.legend(ncol=len(methods) + 1, fontsize=8, loc="upper center",
+               bbox_to_anchor=(0.5, -0.08))
+    for k, m in enumerate(methods):
+        offset = (k - (len(methods) - 1) / 2) * width
+        ax2.bar(idx + offset, [rows[n][m][1] for n in names], width, label=m)
     ax2.set_xticks(idx, [LABELS[n] for n in names])
     ax2.set_yscale("log")
     ax2.set_ylabel("fit + score time (s)")
-    ax2.legend(ncol=4, fontsize=8)
+    ax2.legend(ncol=len(methods), fontsize=8)
     fig.savefig(path, dpi=120)
 
 
@@ -172,33 +230,67 @@ def main() -> None:
     parser.add_argument("--data", type=Path, default=HERE.parent.parent / "shared/data/odds")
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--sets", nargs="+", default=ORDER, choices=ORDER)
+    parser.add_argument("--methods", nargs="+", default=list(METHODS), choices=METHODS)
     parser.add_argument("--out", type=Path, default=HERE / "paper_table")
+    parser.add_argument("--combine", type=Path, nargs="+", metavar="CSV",
+                        help="no computation: write the table and figure from the CSV files of "
+                             "earlier runs (e.g. one without and one with only --methods AE)")
     args = parser.parse_args()
+    if args.combine:
+        rows, shapes = read_results(args.combine)
+        write_outputs(rows, shapes, args.seeds, args.out)
+        return
+    methods = tuple(args.methods)
+    if "AE" in methods and not have_pyod():
+        print("pyod is not installed: no AE column (pip install pyod torch)")
+        methods = tuple(m for m in methods if m != "AE")
     rows, shapes = {}, {}
     # Warm-up (loads the compiled kernels) so that the first timing is not skewed.
     warm = np.random.default_rng(0).normal(size=(2000, 3))
-    evaluate("warm-up", warm, (warm[:, 0] > 2).astype(int), [0])
+    evaluate("warm-up", warm, (warm[:, 0] > 2).astype(int), [0], methods)
     for name in args.sets:
         x, y = load(name, args.data)
         shapes[name] = x.shape
-        rows[name] = evaluate(name, x, y, args.seeds)
+        rows[name] = evaluate(name, x, y, args.seeds, methods)
         r = rows[name]
         print(f"{LABELS[name]:>11}: " + ", ".join(f"{m} {a:.3f} ({t:.1f}s)"
                                                   for m, (a, t) in r.items()), flush=True)
-    text = table(rows, shapes, args.seeds)
+    write_outputs(rows, shapes, args.seeds, args.out)
+
+
+def read_results(paths: list[Path]) -> tuple[dict, dict]:
+    """Results (AUROC, time) by data set and method, from CSV files this script wrote."""
+    rows: dict = {}
+    shapes: dict = {}
+    for path in paths:
+        with open(path, newline="") as f:
+            for r in csv.DictReader(f):
+                name = r["data set"]
+                shapes[name] = (int(r["n"]), int(r["d"]))
+                rows.setdefault(name, {})[r["method"]] = (float(r["auroc"]), float(r["time_s"]))
+    order = [m for m in METHODS if any(m in res for res in rows.values())]
+    rows = {name: {m: rows[name][m] for m in order if m in rows[name]}
+            for name in ORDER if name in rows}
+    return rows, shapes
+
+
+def write_outputs(rows: dict, shapes: dict, seeds: list[int], out: Path) -> None:
+    """Print the table; write it (``.md``), the results (``.csv``) and the figure (``.png``)."""
+    text = table(rows, shapes, seeds)
     print()
     print(text)
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.with_suffix(".md").write_text(text + "\n")
-    with open(args.out.with_suffix(".csv"), "w", newline="") as f:
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.with_suffix(".md").write_text(text + "\n")
+    with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(["data set", "n", "d", "method", "auroc", "time_s", "paper_auroc"])
         for name, res in rows.items():
-            paper = dict(zip(("AI-IRW (MCD)", "IRW", "IForest"), PAPER[name], strict=True))
             for m, (a, t) in res.items():
-                w.writerow([name, *shapes[name], m, f"{a:.4f}", f"{t:.3f}", paper.get(m, "")])
+                p = paper_value(name, m)
+                w.writerow([name, *shapes[name], m, f"{a:.4f}", f"{t:.3f}",
+                            "" if p is None else p])
     try:
-        figure(rows, args.out.with_suffix(".png"))
+        figure(rows, out.with_suffix(".png"))
     except ImportError:
         print("matplotlib is not installed: no figure (pip install matplotlib)")
 

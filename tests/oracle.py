@@ -45,3 +45,31 @@ def exact_depth_of_model(model, reference: np.ndarray, points: np.ndarray) -> np
     ref = np.asarray(reference, dtype=np.float64)
     ref = ref[np.isfinite(ref).all(axis=1)]
     return exact_depth(ref, points, model.location_, model.directions_)
+
+
+def exact_halfspace_depth(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
+                          directions: np.ndarray) -> np.ndarray:
+    """min_j min(#{i: p_ij <= q_j}, #{i: p_ij >= q_j}) / n: the random halfspace depth."""
+    return direction_depths(reference, points, location, directions).min(axis=1)
+
+
+def halfspace_mass(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
+                   directions: np.ndarray, subsamples: np.ndarray,
+                   splits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Algorithm 1 of Chen et al. (2015) given its random draws, in plain NumPy.
+
+    Half-space ``j`` has the normal ``directions[j]``, the subsample
+    ``reference[subsamples[j]]`` and the split point ``splits[j]`` on projections
+    centred on ``location``.  Returns each half-space's mass below its split
+    (the share of its subsample strictly below) and the mass of every point:
+    the mean over half-spaces of the share of the subsample on the point's side
+    (below, or at and above the split).
+    """
+    psi = subsamples.shape[1]
+    left = np.empty(directions.shape[0])
+    for j in range(directions.shape[0]):
+        sub = project(reference[subsamples[j]], location, directions[j:j + 1])[:, 0]
+        left[j] = np.count_nonzero(sub < splits[j]) / psi
+    below = project(points, location, directions) < splits
+    mass = np.where(below, left, 1.0 - left).mean(axis=1)
+    return left, mass

@@ -29,7 +29,9 @@ def _expected_failed_checks(estimator):
 
 @parametrize_with_checks(
     [daskdepth.AIIRW(n_directions=50, random_state=0),
-     daskdepth.IRW(n_directions=50, random_state=0)],
+     daskdepth.IRW(n_directions=50, random_state=0),
+     daskdepth.Halfspace(n_directions=50, random_state=0),
+     daskdepth.HalfspaceMass(n_directions=50, random_state=0)],
     expected_failed_checks=_expected_failed_checks,
     xfail_strict=True,
 )

@@ -13,7 +13,7 @@ from conftest import chunked, gaussian_data
 
 import daskdepth
 
-MODELS = [daskdepth.AIIRW, daskdepth.IRW]
+MODELS = [daskdepth.AIIRW, daskdepth.IRW, daskdepth.Halfspace, daskdepth.HalfspaceMass]
 
 
 @pytest.fixture
@@ -247,7 +247,7 @@ NAN = r"'nan_policy' parameter of \w+ must be a str among \{'(raise|omit)', '(ra
 CONT = r"'contamination' parameter of \w+ must be a float in the range \(0\.0, 0\.5\]"
 
 
-@pytest.mark.parametrize("params,pattern", [
+INVALID = [
     ({"n_directions": 0}, ND + r"\. Got 0 instead; None means 100 x n_features"),
     ({"n_directions": -3}, ND + r"\. Got -3 instead"),
     ({"n_directions": 2.5}, ND + r"\. Got 2\.5 instead"),
@@ -261,8 +261,17 @@ CONT = r"'contamination' parameter of \w+ must be a float in the range \(0\.0, 0
     ({"contamination": 0}, CONT + r"\. Got 0 instead"),
     ({"contamination": "auto"}, CONT + r"\. Got 'auto' instead; .*'auto' .* has no meaning"),
     ({"random_state": "seed"}, r"'random_state' parameter .* Got 'seed' instead; pass an int"),
-])
-@pytest.mark.parametrize("cls", MODELS)
+    ({"affine_invariant": "yes"}, r"'affine_invariant' parameter .* Got 'yes' instead; pass True"),
+    ({"subsample_size": 1}, r"'subsample_size' parameter .* Got 1 instead; .* at least 2"),
+    ({"subsample_size": 8.0}, r"'subsample_size' parameter .* Got 8\.0 instead"),
+    ({"scope": 0}, r"'scope' parameter .* Got 0 instead; split points"),
+    ({"scope": True}, r"'scope' parameter of \w+ must be a number, not a bool"),
+]
+
+
+@pytest.mark.parametrize("cls, params, pattern", [
+    (cls, params, pattern) for params, pattern in INVALID for cls in MODELS
+    if set(params) <= set(cls._get_param_names())])
 def test_invalid_parameters(x, cls, params, pattern):
     with pytest.raises(ValueError, match=pattern):
         cls(**params).fit(x)
@@ -271,7 +280,8 @@ def test_invalid_parameters(x, cls, params, pattern):
 
 
 @pytest.mark.parametrize("params,pattern", [
-    ({"depth": "foo"}, r"'depth' parameter .* Got 'foo' instead; depth must be 'ai-irw' or 'irw'"),
+    ({"depth": "foo"}, r"'depth' parameter .* Got 'foo' instead; depth must be one of "
+                       r"'ai-irw', 'irw', 'halfspace', 'halfspace-mass'"),
     ({"n_directions": 0}, ND),
     ({"tol": 0.7}, TOL),
     ({"nan_policy": "bad"}, NAN),

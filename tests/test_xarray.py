@@ -123,7 +123,7 @@ def test_score_dataset_errors():
     with pytest.raises(ValueError, match="no dimension 'space'"):
         daskdepth.score_dataset(ds, "X", sample_dim="space")
     with pytest.raises(ValueError, match="depth must be"):
-        daskdepth.score_dataset(ds, "X", depth="halfspace")
+        daskdepth.score_dataset(ds, "X", depth="tukey")
     with pytest.raises(ValueError, match="contamination"):
         daskdepth.score_dataset(ds, "X", contamination=0.9)
 

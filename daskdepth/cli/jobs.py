@@ -70,6 +70,12 @@ def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
                                   frame=args.frame)
     if args.contamination is not None:
         params["contamination"] = args.contamination
+    # Options of one depth only, passed when given (make_estimator refuses them elsewhere).
+    if args.affine_invariant:
+        params["affine_invariant"] = True
+    for name in ("subsample_size", "scope"):
+        if getattr(args, name) is not None:
+            params[name] = getattr(args, name)
     return make_estimator(args.depth, **params)
 
 

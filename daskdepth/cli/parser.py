@@ -32,7 +32,8 @@ DEMO_PICTURE = "daskdepth-demo.png"
 USAGE = "daskdepth [-h] [--version] COMMAND ..."
 
 DESCRIPTION = """\
-Distributed AI-IRW and IRW data depth over Zarr stores.
+Distributed data depth over Zarr stores: AI-IRW, IRW, the random halfspace
+(Tukey) depth and the half-space mass (--depth).
 
 commands:
   score INPUT --out OUTPUT     fit on INPUT and write the depth of its rows
@@ -173,19 +174,30 @@ def build_parser() -> argparse.ArgumentParser:
     fitting.add_argument("--n-directions", type=param("n_directions", _int_or_auto,
                                                       "an integer or 'auto'"),
                          metavar="M", help="number of random directions (default: 100 x "
-                                           "features; 'auto': enough for a standard error of "
-                                           "at most 0.005)")
+                                           "features, 1000 half-spaces for halfspace-mass; 'auto': "
+                                           "enough for a standard error of at most 0.005)")
     fitting.add_argument("--covariance", choices=COVARIANCE_METHODS, default="sample",
                          metavar="NAME",
-                         help="covariance estimate for AI-IRW: " + ", ".join(COVARIANCE_METHODS)
+                         help="covariance estimate for AI-IRW (and halfspace with "
+                              "--affine-invariant): " + ", ".join(COVARIANCE_METHODS)
                               + " (default: sample; mcd is robust to outliers)")
+    fitting.add_argument("--affine-invariant", action="store_true",
+                         help="halfspace: draw the directions whitened by the covariance, as "
+                              "AI-IRW does")
+    fitting.add_argument("--subsample-size", type=param("subsample_size", int, "an integer"),
+                         metavar="PSI", help="halfspace-mass: rows per half-space's subsample "
+                                             "(default: 32)")
+    fitting.add_argument("--scope", type=param("scope", float, "a number"), metavar="LAMBDA",
+                         help="halfspace-mass: split points within LAMBDA times the "
+                              "subsample's range around its middle (default: 0.5)")
     fitting.add_argument("--support-fraction", type=param("support_fraction", float, "a number"),
                          metavar="F",
                          help="share of rows in the raw MCD support, with --covariance mcd "
                               "(default: (n + d + 1) / 2n, as scikit-learn)")
     fitting.add_argument("--tol", type=param("tol", float, "a number"), default=1e-4,
                          metavar="T",
-                         help="certified bound on the depth error (default: 1e-4; 0: exact)")
+                         help="certified bound on the depth error (default: 1e-4; 0: exact; "
+                              "not for halfspace-mass, which is exact)")
     fitting.add_argument("--seed", type=param("random_state", int, "an integer seed"),
                          metavar="S", help="random seed (default: drawn at random and recorded)")
     nan_policy = argparse.ArgumentParser(add_help=False)

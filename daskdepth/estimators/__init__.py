@@ -1,10 +1,11 @@
 """Layer 8: scikit-learn style estimators, the one-call :func:`score`, parameters and inputs."""
 
 from .base import DepthDetector
-from .depths import AIIRW, IRW
+from .depths import AIIRW, IRW, Halfspace
+from .mass import HalfspaceMass
 from .params import check_param
 from .registry import DEPTHS, ESTIMATORS, make_estimator
 from .score import score
 
-__all__ = ["AIIRW", "DEPTHS", "ESTIMATORS", "IRW", "DepthDetector", "check_param",
-           "make_estimator", "score"]
+__all__ = ["AIIRW", "DEPTHS", "ESTIMATORS", "IRW", "DepthDetector", "Halfspace",
+           "HalfspaceMass", "check_param", "make_estimator", "score"]

@@ -26,11 +26,19 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     """Base class of the depth outlier detectors: fit, scoring, labels, saving, display."""
 
     _depth_kind = "ai-irw"
+    #: The fitted summary's method that scores (:data:`daskdepth.summary.depth.STATISTICS`).
+    _statistic = "depth"
+    #: What the display says of the covariance of a depth that does not whiten.
+    _no_whitening = "none (IRW does not whiten)"
 
     # ---------------------------------------------------------------- fitting
 
     def _covariance_spec(self) -> object:
         return "sample"
+
+    def _whitens(self) -> bool:
+        """Whether the directions are whitened by the covariance (affine invariance)."""
+        return self._depth_kind == "ai-irw"
 
     def _validate_params(self) -> None:
         # Run by scikit-learn's _fit_context: each of the subclass's _parameter_constraints,
@@ -40,27 +48,36 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _fit(self, X: Any) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)
-        rng = check_random_state(self.random_state)
-        fitted = fit_depth(data.array, depth=self._depth_kind, n_directions=self.n_directions,
-                           covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
-                           nan_policy=self.nan_policy,
-                           frame=getattr(self, "frame", "correlation"))
+        self._fit_model(data)
         self.n_features_in_ = data.n_features
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
         elif hasattr(self, "feature_names_in_"):
             del self.feature_names_in_
+        return data
+
+    def _fit_model(self, data: Input) -> None:
+        """Fit on the checked input and set the fitted attributes (all but the features')."""
+        rng = check_random_state(self.random_state)
+        fitted = fit_depth(data.array, depth=self._depth_kind, n_directions=self.n_directions,
+                           covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
+                           nan_policy=self.nan_policy, whiten=self._whitens(),
+                           statistic=self._statistic,
+                           frame=getattr(self, "frame", "correlation"))
         self.location_ = fitted.location
         self.covariance_ = fitted.covariance
         self.directions_ = fitted.directions
         self.n_directions_ = fitted.directions.shape[0]
         self.n_samples_fit_ = fitted.n
         self.covariance_rank_ = fitted.rank
-        if fitted.basis is not None:
-            self.basis_ = fitted.basis
-        if fitted.frame is not None:
-            self.frame_eigenvalues_ = fitted.frame.eigenvalues
-        self.error_bound_ = fitted.summary.error_bound()
+        for name, value in (("basis_", fitted.basis),
+                            ("frame_eigenvalues_",
+                             None if fitted.frame is None else fitted.frame.eigenvalues)):
+            if value is not None:
+                setattr(self, name, value)
+            elif name in self.__dict__:  # from an earlier fit with another frame
+                delattr(self, name)
+        self.error_bound_ = fitted.summary.error_bound(self._statistic)
         self.n_passes_ = fitted.info.passes
         self.summary_ = fitted.summary
         self._sample_depth = fitted.sample_depth
@@ -70,7 +87,6 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         known = fitted.train_depth is not None
         self._train_depth = fitted.train_depth
         self._train_token = data.content_token if known else None
-        return data
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None) -> DepthDetector:
@@ -111,7 +127,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             return da.from_array(known.copy(), chunks=(data.array.chunks[0],),
                                  name=key_name("score", token, "known"))
         return score_array(data.array, self.summary_, raise_nan=self.nan_policy == "raise",
-                           token=token, std=std)
+                           token=token, statistic=self._statistic, std=std)
 
     def _known_depth(self, data: Input) -> np.ndarray | None:
         """The depths of ``data`` computed while fitting, if it holds the training rows.
@@ -250,8 +266,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     # ---------------------------------------------------------------- display
 
     def _covariance_kind(self) -> str:
-        if self._depth_kind != "ai-irw":
-            return "none (IRW does not whiten)"
+        if not self._whitens():
+            return self._no_whitening
         cov = self.__dict__.get("covariance", "sample")
         if isinstance(cov, str):
             fraction = self.__dict__.get("support_fraction")
@@ -263,8 +279,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     def _summary_html(self) -> str:
         """The fitted model in a few rows, from attributes already computed (no Dask work)."""
         state = self.__dict__  # plain attributes only: no property, nothing computed
-        kind = "AI-IRW" if self._depth_kind == "ai-irw" else "IRW"
-        rows = [("depth", kind), ("covariance", self._covariance_kind())]
+        rows = [("depth", self._display_name()), ("covariance", self._covariance_kind())]
         if state.get("frame", "correlation") != "correlation":
             rows.append(("frame", str(state["frame"])))
         if "summary_" not in state:
@@ -272,10 +287,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         else:
             rows += [("n (reference rows)", f"{state['n_samples_fit_']:,}"),
                      ("d (features)", str(state["n_features_in_"])),
-                     ("m (directions)", f"{state['n_directions_']:,}"),
-                     ("error bound", f"{state['error_bound_']:.3g} (tol {state.get('tol')})")]
+                     *self._fitted_rows(state)]
             rank = state.get("covariance_rank_")
-            if self._depth_kind == "ai-irw" and rank is not None and rank < state["n_features_in_"]:
+            if self._whitens() and rank is not None and rank < state["n_features_in_"]:
                 rows.append(("covariance rank", str(rank)))
             if "n_passes_" in state:
                 rows.append(("passes over the data", str(state["n_passes_"])))
@@ -288,6 +302,14 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         return (f'<div class="daskdepth-summary"><details open><summary>daskdepth '
                 f'{html.escape(type(self).__name__)}</summary><table>{cells}</table>'
                 f'</details></div>')
+
+    def _display_name(self) -> str:
+        return DISPLAY_NAMES.get(self._depth_kind, self._depth_kind)
+
+    def _fitted_rows(self, state: dict[str, Any]) -> list[tuple[str, str]]:
+        """Rows of the display that describe the fitted directions and their accuracy."""
+        return [("m (directions)", f"{state['n_directions_']:,}"),
+                ("error bound", f"{state['error_bound_']:.3g} (tol {state.get('tol')})")]
 
     def _with_summary(self, diagram: str) -> str:
         # scikit-learn's diagram (parameters, fitted attributes), then the summary,
@@ -306,6 +328,11 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         if "text/html" in output:  # only when scikit-learn's display is 'diagram'
             output["text/html"] = self._with_summary(output["text/html"])
         return output
+
+
+#: How the display names each depth (``_depth_kind``).
+DISPLAY_NAMES = {"ai-irw": "AI-IRW", "irw": "IRW", "halfspace": "halfspace (Tukey)",
+                 "halfspace-mass": "halfspace mass"}
 
 
 def _labels(decision: da.Array) -> da.Array:

@@ -1,4 +1,4 @@
-"""The depth estimators: AI-IRW and IRW."""
+"""The depth estimators on the leaf-summary engine: AI-IRW, IRW and the halfspace depth."""
 
 from __future__ import annotations
 
@@ -8,30 +8,8 @@ from ..covariance.estimate import covariance_spec
 from .base import _PARAMS_DOC, DepthDetector
 from .params import CONSTRAINTS
 
-
-class AIIRW(DepthDetector):
-    __doc__ = (
-        """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
-
-    The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
-    uniform on the sphere and ``W W^T = Sigma^{-1}``, the smaller of the shares
-    of reference points on either side of ``x`` along ``v_j``.  Low depth means
-    outlying.  Works on NumPy, dask and xarray input; large inputs are fitted in
-    a few chunked passes and scored with one ``map_blocks``.
-"""
-        + _PARAMS_DOC.format(
-            cov="""    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
-(n_features, n_features), default='sample'
-        Covariance estimate that defines the whitening.  'mcd' is the reweighted
-        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
-        ``MinCovDet``; its robust location also becomes ``location_``), computed
-        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
-        and 'oas' are shrinkage estimates.  A singular covariance is handled in
-        its principal subspace (with a warning).
-    support_fraction : float in (0, 1] or None, default=None
-        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
-        means ``(n + d + 1) / 2n``, as scikit-learn.
-    frame : {'correlation', 'invariant'}, default='correlation'
+#: AI-IRW's frame parameter.
+_FRAME_DOC = """    frame : {'correlation', 'invariant'}, default='correlation'
         Axes in which the directions ``u_j`` are drawn.  The whitening ``W`` is
         only defined up to a rotation, and with finitely many directions the
         depth depends on it: 'correlation' uses the whitening's own axes (the
@@ -56,9 +34,35 @@ class AIIRW(DepthDetector):
         depths' distribution is the same in any frame, so accuracy and outlier
         detection do not change; choose 'invariant' when results must agree
         across units or coordinate systems at finite ``m``.
-""",
-            cov_attr=" that defines the whitening",
-        )
+"""
+
+#: AI-IRW's covariance parameters, also the halfspace depth's (with ``affine_invariant``).
+_COVARIANCE_DOC = """    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
+(n_features, n_features), default='sample'
+        Covariance estimate that defines the whitening.  'mcd' is the reweighted
+        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
+        ``MinCovDet``; its robust location also becomes ``location_``), computed
+        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
+        and 'oas' are shrinkage estimates.  A singular covariance is handled in
+        its principal subspace (with a warning).
+    support_fraction : float in (0, 1] or None, default=None
+        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
+        means ``(n + d + 1) / 2n``, as scikit-learn.
+"""
+
+
+class AIIRW(DepthDetector):
+    __doc__ = (
+        """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
+
+    The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
+    uniform on the sphere and ``W W^T = Sigma^{-1}``, the smaller of the shares
+    of reference points on either side of ``x`` along ``v_j``.  Low depth means
+    outlying.  Works on NumPy, dask and xarray input; large inputs are fitted in
+    a few chunked passes and scored with one ``map_blocks``.
+"""
+        + _PARAMS_DOC.format(cov=_COVARIANCE_DOC + _FRAME_DOC,
+                             cov_attr=" that defines the whitening")
         + """
     Examples
     --------
@@ -129,3 +133,86 @@ class IRW(DepthDetector):
         self.contamination = contamination
         self.random_state = random_state
         self.nan_policy = nan_policy
+
+
+class Halfspace(DepthDetector):
+    __doc__ = (
+        """Random halfspace (Tukey) depth outlier detector.
+
+    The depth of ``x`` is the smallest, over ``m`` random directions ``v_j``,
+    share of reference points on the smaller side of ``x`` along ``v_j``:
+    ``min_j min(L_j, G_j) / n`` with ``L_j`` (``G_j``) the reference points
+    whose projection is ``<=`` (``>=``) that of ``x``: the random Tukey depth
+    of Cuesta-Albertos and Nieto-Reyes (2008), the paper's column T (with
+    ``m = 100 d``).  It is the halfspace depth restricted to the drawn
+    directions, so it is at least the exact Tukey depth; it is 0 outside the
+    data's range along any direction, so points beyond the data tie at 0.
+
+    The same summaries as :class:`AIIRW` and :class:`IRW` score it, taking the
+    minimum over directions instead of the mean; its certified bound is
+    therefore each direction's worst leaf at most, over all directions (not
+    their mean), and the summaries are refined until that bound meets ``tol``.
+    With ``affine_invariant=True`` the directions are drawn as AI-IRW draws
+    them (``v_j = W u_j``, ``W W^T = Sigma^{-1}``), which makes the depth
+    invariant under affine maps of the data.
+"""
+        + _PARAMS_DOC.format(
+            cov="""    affine_invariant : bool, default=False
+        Draw the directions whitened by the covariance, as :class:`AIIRW`
+        does; ``covariance`` and ``support_fraction`` apply only then.
+""" + _COVARIANCE_DOC,
+            cov_attr=" (that defines the whitening with ``affine_invariant=True``)",
+        )
+        + """
+    Examples
+    --------
+    >>> import numpy as np
+    >>> import daskdepth
+    >>> X = np.random.default_rng(0).normal(size=(500, 2))
+    >>> model = daskdepth.Halfspace(random_state=0, tol=0).fit(X)
+    >>> depth = model.score_samples(np.array([[0.0, 0.0], [10.0, 10.0]]))
+    >>> bool(depth[0] > 0.4), float(depth[1])
+    (True, 0.0)
+    >>> model.error_bound_
+    0.0
+"""
+    )
+
+    _depth_kind = "halfspace"
+    _statistic = "min_depth"
+    _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
+    _parameter_constraints = {name: CONSTRAINTS[name] for name in (
+        "n_directions", "affine_invariant", "covariance", "tol", "contamination",
+        "random_state", "nan_policy", "support_fraction")}
+
+    def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
+                 covariance: object = "sample", tol: float = 1e-4, contamination: float = 0.1,
+                 random_state: Any = None, nan_policy: str = "raise",
+                 support_fraction: float | None = None) -> None:
+        self.n_directions = n_directions
+        self.affine_invariant = affine_invariant
+        self.covariance = covariance
+        self.tol = tol
+        self.contamination = contamination
+        self.random_state = random_state
+        self.nan_policy = nan_policy
+        self.support_fraction = support_fraction
+
+    def _whitens(self) -> bool:
+        return bool(self.affine_invariant)
+
+    def _display_name(self) -> str:
+        name = super()._display_name()
+        return f"affine-invariant {name}" if self._whitens() else name
+
+    def _covariance_spec(self) -> object:
+        if self.affine_invariant:
+            return covariance_spec(self.covariance, self.support_fraction)
+        cov = self.covariance
+        if not (isinstance(cov, str) and cov == "sample") or self.support_fraction is not None:
+            given = (f"covariance={cov!r}" if not (isinstance(cov, str) and cov == "sample")
+                     else f"support_fraction={self.support_fraction!r}")
+            raise ValueError(f"{given} applies only with affine_invariant=True (the directions "
+                             "are whitened by the covariance only then); pass "
+                             "affine_invariant=True or leave it out")
+        return "sample"

@@ -22,7 +22,7 @@ from ..covariance.estimate import COVARIANCE_METHODS
 from .inputs import NAN_POLICIES
 
 #: The depths this package computes, by the name ``depth=`` and ``--depth`` take.
-DEPTH_NAMES = ("ai-irw", "irw")
+DEPTH_NAMES = ("ai-irw", "irw", "halfspace", "halfspace-mass")
 
 #: The values of AI-IRW's ``frame=``.
 FRAMES = ("correlation", "invariant")
@@ -32,6 +32,9 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "n_directions": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
     "covariance": [StrOptions(set(COVARIANCE_METHODS)), "array-like"],
     "support_fraction": [Interval(Real, 0, 1, closed="right"), None],
+    "affine_invariant": ["boolean"],
+    "subsample_size": [Interval(Integral, 2, None, closed="left")],
+    "scope": [Interval(Real, 0, None, closed="neither")],
     "tol": [Interval(Real, 0, 0.5, closed="left")],
     "contamination": [Interval(Real, 0, 0.5, closed="right")],
     "random_state": ["random_state"],
@@ -54,14 +57,20 @@ HINTS = {
                       "default for some detectors) has no meaning for a depth, whose offset is "
                       "the contamination quantile of the training depths"),
     "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
-    "depth": "depth must be 'ai-irw' or 'irw'",
+    "affine_invariant": "pass True (directions whitened by the covariance) or False",
+    "subsample_size": ("the number of rows of each half-space's subsample (psi in Chen et al., "
+                       "2015), at least 2"),
+    "scope": ("split points are drawn within scope times the subsample's projected range around "
+              "its middle (lambda in Chen et al., 2015): a positive number"),
+    "depth": "depth must be one of " + ", ".join(repr(name) for name in DEPTH_NAMES),
     "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
               "'invariant' in an affine-equivariant frame (invariant at any m)"),
 }
 
 
 #: Numeric parameters: ``True``/``False`` are numbers to Python, never a meaningful value here.
-NUMERIC = ("n_directions", "support_fraction", "tol", "contamination")
+NUMERIC = ("n_directions", "support_fraction", "tol", "contamination", "subsample_size",
+           "scope")
 
 
 def check_param(name: str, value: Any, caller: str = "daskdepth") -> None:

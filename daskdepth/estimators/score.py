@@ -10,7 +10,7 @@ from .registry import make_estimator
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
           n_directions: int | str | None = None, covariance: object = "sample",
           tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
-          support_fraction: float | None = None, frame: str = "correlation") -> Any:
+          support_fraction: float | None = None, **options: Any) -> Any:
     """Depth of each row of ``X`` with respect to ``reference`` (default: ``X`` itself).
 
     Parameters
@@ -19,10 +19,18 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
         Points to score.
     reference : same kinds as ``X``, optional
         Reference sample defining the depth; ``None`` scores ``X`` against itself.
-    depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy, support_fraction, frame
-        As for :class:`daskdepth.AIIRW`; ``covariance``, ``support_fraction`` and
-        ``frame`` apply to AI-IRW only (IRW refuses values other than the defaults).
+    depth : {'ai-irw', 'irw', 'halfspace', 'halfspace-mass'}, default='ai-irw'
+        :class:`daskdepth.AIIRW`, :class:`daskdepth.IRW`,
+        :class:`daskdepth.Halfspace` or :class:`daskdepth.HalfspaceMass`.
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction
+        As for :class:`daskdepth.AIIRW`; a depth that does not take one of them
+        refuses values other than the defaults (``covariance`` and
+        ``support_fraction`` apply to AI-IRW and the affine-invariant halfspace
+        depth, ``tol`` to all but the half-space mass).
+    **options
+        Parameters of the chosen depth only, e.g. ``frame='invariant'`` for
+        'ai-irw', ``affine_invariant=True`` for 'halfspace', ``subsample_size``
+        and ``scope`` for 'halfspace-mass'.
 
     Returns
     -------
@@ -38,9 +46,12 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     >>> d = daskdepth.score(X, random_state=0)
     >>> d.shape, bool(d.argmax() != d.argmin())
     ((1000,), True)
+    >>> t = daskdepth.score(X, depth="halfspace", affine_invariant=True, random_state=0)
+    >>> float(t.min()), bool(t.max() <= 0.5)  # the least deep rows: only themselves
+    (0.001, True)
     """
     model = make_estimator(depth, n_directions=n_directions, covariance=covariance, tol=tol,
                            random_state=random_state, nan_policy=nan_policy,
-                           support_fraction=support_fraction, frame=frame)
+                           support_fraction=support_fraction, **options)
     model.fit(X if reference is None else reference)
     return model.score_samples(X)

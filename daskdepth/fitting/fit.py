@@ -94,7 +94,8 @@ class FittedDepth:
 
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
               tol: float, rng: np.random.RandomState, nan_policy: str,
-              frame: str = "correlation") -> FittedDepth:
+              frame: str = "correlation", whiten: bool | None = None,
+              statistic: str = "depth") -> FittedDepth:
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
@@ -103,17 +104,24 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     one or two more passes, :mod:`daskdepth.fitting.frame`), the directions
     (their number from a pilot on the row sample for ``n_directions='auto'``),
     the leaf summaries (:func:`daskdepth.fitting.summaries.build_summary`) and
-    the depths of a row sample that set ``offset_``.
+    the depths of a row sample that set ``offset_``.  Directions are whitened by
+    the covariance when ``whiten`` (default: for ``depth='ai-irw'``);
+    ``statistic`` is the :class:`~daskdepth.summary.depth.DepthSummary` method
+    that scores (``'depth'``, the mean over directions, or ``'min_depth'``, the
+    halfspace depth), whose certified bound the summaries bring down to ``tol``.
     """
     n_total, d = x.shape
+    whiten = depth == "ai-irw" if whiten is None else bool(whiten)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
-    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame)
+    token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
+                     whiten, statistic)
     mom = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol), token=token)
     _check_rows(mom, n_total, nan_policy)
     cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
                           token=token, equivariant=frame == "invariant")
     location, cov = cfit.location, cfit.covariance
-    w, rank = _whitening(cov, location, mom) if depth == "ai-irw" else (None, d)
+    w, rank = (_whitening(cov, location, mom, "AI-IRW" if depth == "ai-irw" else "the")
+               if whiten else (None, d))
     report = None
     if w is not None and frame == "invariant":
         inv = invariant_basis(x, cfit, w, token)
@@ -132,12 +140,14 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact)
-    if info.in_sample is not None:
+                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact,
+                                  statistic=statistic)
+    # The in-sample totals the exact path counts are sums over directions (the mean).
+    if info.in_sample is not None and statistic == "depth":
         in_sample = summary.depth_of_totals(info.in_sample)
         sample_depth = _offset_pick(in_sample)
     else:
-        sample_depth = _offset_depths(summary, mom.sample, token)
+        sample_depth = _offset_depths(summary, mom.sample, token, statistic)
         # In memory with a small sample, the offset rows are every finite row.
         in_sample = sample_depth if mom.sample.shape[0] == mom.n <= SAMPLE_SIZE else None
     return FittedDepth(location, cov, rank, w, report, directions, summary, mom.n, sample_depth,
@@ -174,9 +184,10 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
         )
 
 
-def _whitening(cov: np.ndarray, location: np.ndarray,
-               mom: ChunkMoments) -> tuple[np.ndarray, int]:
-    """AI-IRW's whitening map of ``cov`` and its rank (warning when singular).
+def _whitening(cov: np.ndarray, location: np.ndarray, mom: ChunkMoments,
+               name: str = "AI-IRW") -> tuple[np.ndarray, int]:
+    """The whitening map of ``cov`` and its rank (warning, naming the ``name`` depth, when
+    singular).
 
     The rank counts the directions whose variance is above what rounding of values
     around ``location`` explains (:func:`daskdepth.kernels.whitening.whitening`).
@@ -193,7 +204,7 @@ def _whitening(cov: np.ndarray, location: np.ndarray,
     if rank < d:
         warnings.warn(
             f"the covariance has rank {rank} < {d} features (some features are linear "
-            f"combinations of others or constant); AI-IRW depth is computed in the "
+            f"combinations of others or constant); {name} depth is computed in the "
             f"{rank}-dimensional principal subspace",
             CovarianceRankWarning, stacklevel=WARN_LEVEL,
         )
@@ -228,10 +239,12 @@ def _every_row(depth: np.ndarray | None, mom: ChunkMoments, n_total: int) -> np.
     return out
 
 
-def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.ndarray:
+def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
+                   statistic: str = "depth") -> np.ndarray:
     """Depths of at most :data:`SAMPLE_SIZE` sampled rows (:func:`_offset_pick`): ``offset_``."""
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("offset", token))
     with phase("offset"):
-        return score_array(rows, summary, raise_nan=False, token=token).compute()
+        return score_array(rows, summary, raise_nan=False, token=token,
+                           statistic=statistic).compute()

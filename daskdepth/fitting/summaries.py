@@ -17,7 +17,7 @@ from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogr
 from ..runtime.client import broadcast, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import MAX_DIRECTIONS_PER_BLOCK
-from ..summary.depth import DepthSummary, mean_bound
+from ..summary.depth import DepthSummary, statistic_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
 
@@ -104,13 +104,17 @@ def split_block(leaves: BlockLeaves, collected: Collected, cap: int) -> BlockLea
     return leaves.finished(counts, cap)
 
 
-def refine_plan(blocks: list[BlockLeaves], n: int, tol: float) -> list[np.ndarray]:
+def refine_plan(blocks: list[BlockLeaves], n: int, tol: float,
+                statistic: str = "depth") -> list[np.ndarray]:
     """Per block, the leaves to split exactly so that the error bound meets ``tol``.
 
-    The bound is the mean over directions of each direction's worst leaf, and
-    a split direction ends at most at the leaf limit's error, so only the
-    directions with the worst leaves need splitting: the fewest that bring the
-    bound (computed as :meth:`DepthSummary.error_bound` does) down to ``tol``.
+    The bound of the scored ``statistic`` (:func:`daskdepth.summary.depth.statistic_bound`)
+    is the mean over directions of each direction's worst leaf for the depth,
+    and the worst leaf over all directions for the halfspace depth
+    (``'min_depth'``).  A split direction ends at most at the leaf limit's
+    error, so only the directions with the worst leaves need splitting: the
+    fewest that bring the bound (computed as :meth:`DepthSummary.error_bound`
+    does) down to ``tol`` (for the minimum, every direction above ``tol``).
     """
     cap = leaf_cap(n, tol)
     flat = np.concatenate([b.direction_errors(n) for b in blocks])
@@ -121,7 +125,7 @@ def refine_plan(blocks: list[BlockLeaves], n: int, tol: float) -> list[np.ndarra
     def bound_after(k: int) -> float:  # the k worst directions split
         errs = flat.copy()
         errs[order[:k]] = np.minimum(errs[order[:k]], done)
-        return mean_bound(errs)
+        return statistic_bound(errs, statistic)
 
     lo, hi = 0, heavy  # the bound decreases with k, and splitting all meets tol
     while lo < hi:
@@ -150,8 +154,9 @@ def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
                   block_size: int = MAX_DIRECTIONS_PER_BLOCK,
-                  exact: bool = False) -> tuple[DepthSummary, FitInfo]:
-    """Summaries of the projections of the ``n`` finite rows of ``x``.
+                  exact: bool = False,
+                  statistic: str = "depth") -> tuple[DepthSummary, FitInfo]:
+    """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
     summaries are built in memory, without a pass over ``x``: with ``exact``,
@@ -161,7 +166,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     exactly (:func:`histogram_phase`).  When leaves too heavy for ``tol``
     remain (sampling noise, values missing from the sample), a refinement pass
     collects their values and splits them exactly on the workers, only in the
-    directions that need it (:func:`refine_phase`).
+    directions that need it (:func:`refine_phase`) for the bound of ``statistic``
+    (the mean over directions, ``'depth'``, or their minimum, ``'min_depth'``).
     """
     ranges = direction_blocks(directions.shape[0], block_size)
     if exact and sample.shape[0] == n:
@@ -169,10 +175,11 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)
     blocks = pilot_phase(sample, location, directions, ranges, n, tol, token)
     if sample.shape[0] == n:
-        return assemble_summary(location, directions, blocks, n, tol), FitInfo(0)
+        return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
     blocks = histogram_phase(x, location, directions, blocks, n, tol, token)
-    blocks, refined = refine_phase(x, location, directions, blocks, n, tol, token)
-    return assemble_summary(location, directions, blocks, n, tol), FitInfo(1 + refined)
+    blocks, refined = refine_phase(x, location, directions, blocks, n, tol, token, statistic)
+    return (assemble_summary(location, directions, blocks, n, tol, statistic),
+            FitInfo(1 + refined))
 
 
 def pilot_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
@@ -236,10 +243,10 @@ def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 
 def refine_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                 blocks: list[BlockLeaves], n: int, tol: float,
-                 token: str) -> tuple[list[BlockLeaves], int]:
+                 blocks: list[BlockLeaves], n: int, tol: float, token: str,
+                 statistic: str = "depth") -> tuple[list[BlockLeaves], int]:
     """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``."""
-    wanted = refine_plan(blocks, n, tol)
+    wanted = refine_plan(blocks, n, tol, statistic)
     todo = [i for i, w in enumerate(wanted) if w.any()]
     if not todo:
         return blocks, 0
@@ -263,7 +270,7 @@ def refine_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 
 def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[BlockLeaves],
-                     n: int, tol: float) -> DepthSummary:
+                     n: int, tol: float, statistic: str = "depth") -> DepthSummary:
     """The depth summary of the finished blocks, checked and its bound compared with ``tol``."""
     for b in blocks:
         total = int(b.counts.sum(dtype=np.float64))
@@ -273,7 +280,7 @@ def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[
                 f"expected {n * b.mb}; please report this with the input's shape and chunks"
             )
     summary = DepthSummary(location, directions, blocks, n)
-    bound = summary.error_bound()
+    bound = summary.error_bound(statistic)
     if bound > tol:  # pragma: no cover - guaranteed by construction
         warnings.warn(
             f"the certified depth error bound {bound:.3g} is above tol={tol:g}",

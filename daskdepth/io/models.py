@@ -31,7 +31,7 @@ def load_model(path: str | os.PathLike[str],
 
     Returns
     -------
-    AIIRW or IRW
+    AIIRW, IRW, Halfspace or HalfspaceMass
         A fitted model that scores identically to the saved one.
 
     Raises

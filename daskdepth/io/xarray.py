@@ -14,7 +14,10 @@ import xarray as xr
 from ..estimators import check_param, make_estimator
 
 #: Human-readable names of the depth notions, for attributes.
-LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth"}
+LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth",
+              "halfspace": "random halfspace (Tukey) depth", "halfspace-mass": "half-space mass"}
+#: Range of each notion's scores (depths are at most 1/2; masses are shares).
+VALID_RANGES = {"halfspace-mass": [0.0, 1.0]}
 
 
 def _as_2d(data: Any, variable: str, sample_dim: str | None) -> xr.DataArray:
@@ -41,15 +44,23 @@ def model_attrs(model: Any) -> dict[str, Any]:
         "long_name": LONG_NAMES.get(kind, kind),
         "method": kind,
         "n_directions": int(model.n_directions_),
-        "tol": float(model.tol),
+    }
+    if hasattr(model, "tol"):
+        attrs["tol"] = float(model.tol)
+    attrs.update({
         "error_bound": float(model.error_bound_),
         "n_samples_fit": int(model.n_samples_fit_),
         "n_features": int(model.n_features_in_),
         "nan_policy": str(model.nan_policy),
-        "valid_range": [0.0, 0.5],
-    }
+        "valid_range": VALID_RANGES.get(kind, [0.0, 0.5]),
+    })
+    for param in ("affine_invariant", "subsample_size", "scope"):
+        value = getattr(model, param, None)
+        if value is not None:  # netCDF attributes are numbers or strings
+            attrs[param] = int(value) if isinstance(value, (bool, np.bool_)) else value
     cov = getattr(model, "covariance", None)
-    if kind == "ai-irw":
+    whitens = getattr(model, "_whitens", None)
+    if whitens() if whitens is not None else kind == "ai-irw":
         attrs["covariance"] = cov if isinstance(cov, str) else "precomputed"
         attrs["frame"] = str(getattr(model, "frame", "correlation"))
         fraction = getattr(model, "support_fraction", None)
@@ -128,7 +139,7 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
                   nan_policy: str = "raise", contamination: float | None = None,
                   sample_dim: str | None = None, model: Any = None, name: str = "depth",
                   merge: bool = False, support_fraction: float | None = None,
-                  frame: str = "correlation", std: bool = False) -> xr.Dataset:
+                  std: bool = False, **options: Any) -> xr.Dataset:
     """Depth of the rows of a Dataset variable, as a Dataset with its coordinates and attrs.
 
     Parameters
@@ -141,18 +152,21 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         Reference sample defining the depth: a Dataset's ``variable`` or a
         DataArray.  ``None`` scores ``ds[variable]`` against itself.  Ignored
         when ``model`` is given.
-    depth : {'ai-irw', 'irw'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy, support_fraction, frame
+    depth : {'ai-irw', 'irw', 'halfspace', 'halfspace-mass'}, default='ai-irw'
+    n_directions, covariance, tol, random_state, nan_policy, support_fraction
         As for :class:`daskdepth.AIIRW`; the estimator is built by
-        :func:`daskdepth.estimators.make_estimator`, which refuses a
-        ``covariance``, ``support_fraction`` or ``frame`` other than the default
-        for IRW.
+        :func:`daskdepth.estimators.make_estimator`, which refuses a value other
+        than the default for a parameter the depth does not take (e.g. a
+        ``covariance`` for IRW, ``tol`` for the half-space mass).
+    **options
+        Parameters of the chosen depth only (``frame``, ``affine_invariant``,
+        ``subsample_size``, ``scope``), as for :func:`daskdepth.score`.
     contamination : float in (0, 0.5], optional
         When given, a boolean ``outlier`` variable flags rows whose depth is
         below that quantile of the reference depths.
     sample_dim : str, optional
         The sample dimension of ``variable`` when it is not the first.
-    model : fitted AIIRW or IRW, optional
+    model : fitted daskdepth estimator, optional
         Score with this model instead of fitting one.
     name : str, default='depth'
         Name of the depth variable.
@@ -199,7 +213,7 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         params: dict[str, Any] = dict(
             n_directions=n_directions, covariance=covariance, tol=tol,
             random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction,
-            frame=frame)
+            **options)
         if contamination is not None:
             params["contamination"] = contamination
         model = make_estimator(depth, **params)

@@ -34,6 +34,7 @@ VERBS: dict[str, str] = {
     "summary": "the fitted depth summary, shared by the scoring tasks",
     "offset": "depths of the row sample that sets offset_",
     "score": "depth of every row, one task per row chunk",
+    "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
 }
 
 

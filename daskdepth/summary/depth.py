@@ -17,6 +17,24 @@ def mean_bound(errs: np.ndarray) -> float:
     return float(min(math.fsum(errs) / errs.size, errs.max())) if errs.size else 0.0
 
 
+#: The statistics over directions a :class:`DepthSummary` scores (its method names):
+#: the mean (IRW, AI-IRW) and the minimum (random halfspace depth).
+STATISTICS = ("depth", "min_depth")
+
+
+def statistic_bound(errs: np.ndarray, statistic: str) -> float:
+    """Certified bound of ``statistic`` over directions with per-direction bounds ``errs``.
+
+    The mean of values each within ``errs[j]`` is within their mean; the
+    minimum is within their largest (``|min a - min b| <= max |a - b|``).
+    """
+    if statistic == "depth":
+        return mean_bound(errs)
+    if statistic == "min_depth":
+        return float(errs.max()) if errs.size else 0.0
+    raise ValueError(f"unknown statistic {statistic!r}; expected one of {STATISTICS}")
+
+
 @dataclass
 class DepthSummary:
     """Everything needed to score points: centring, directions and block summaries.
@@ -34,14 +52,20 @@ class DepthSummary:
     def nbytes(self) -> int:
         return self.directions.nbytes + sum(b.nbytes for b in self.blocks)
 
-    def error_bound(self) -> float:
-        """Certified bound on |estimated - exact| depth, for every point.
+    def direction_errors(self) -> np.ndarray:
+        """Certified bound of every direction's ``min(L, G) / n`` (its worst leaf)."""
+        return np.concatenate([b.direction_errors(self.n) for b in self.blocks]
+                              or [np.zeros(0)])
 
-        The depth averages the directions' contributions, so the bound is the
-        mean over directions of each direction's worst leaf.
+    def error_bound(self, statistic: str = "depth") -> float:
+        """Certified bound on |estimated - exact| ``statistic``, for every point.
+
+        The depth (``statistic='depth'``) averages the directions'
+        contributions, so its bound is the mean over directions of each
+        direction's worst leaf; the halfspace depth (``'min_depth'``) takes
+        their minimum, so its bound is the worst leaf over all directions.
         """
-        return mean_bound(np.concatenate([b.direction_errors(self.n) for b in self.blocks]
-                                         or [np.zeros(0)]))
+        return statistic_bound(self.direction_errors(), statistic)
 
     def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         """Depth of the rows of ``x`` (NaN where ``valid`` is False).
