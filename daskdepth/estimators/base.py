@@ -43,8 +43,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     def _validate_params(self) -> None:
         # Run by scikit-learn's _fit_context: each of the subclass's _parameter_constraints,
         # with the hint of what to pass instead.
-        for name in self._parameter_constraints:
-            check_param(name, getattr(self, name), type(self).__name__)
+        for name, constraints in self._parameter_constraints.items():
+            check_param(name, getattr(self, name), type(self).__name__, constraints)
 
     def _fit(self, X: Any) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)

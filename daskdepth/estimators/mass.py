@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import StrOptions
 
 from ..fitting.mass import fit_mass
 from .base import DepthDetector
@@ -120,8 +121,10 @@ class HalfspaceMass(DepthDetector):
     _depth_kind = "halfspace-mass"
     _no_whitening = "none (directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
-        "n_directions", "subsample_size", "scope", "contamination", "random_state",
-        "nan_policy")}
+        "subsample_size", "scope", "contamination", "random_state", "nan_policy")}
+    # 'auto' picks m for a standard error of a mean over directions; the mass has none.
+    _parameter_constraints["n_directions"] = [
+        c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
 
     def __init__(self, n_directions: int | None = None, subsample_size: int = 32,
                  scope: float = 0.5, contamination: float = 0.1, random_state: Any = None,

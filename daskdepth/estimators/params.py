@@ -73,7 +73,8 @@ NUMERIC = ("n_directions", "support_fraction", "tol", "contamination", "subsampl
            "scope")
 
 
-def check_param(name: str, value: Any, caller: str = "daskdepth") -> None:
+def check_param(name: str, value: Any, caller: str = "daskdepth",
+                constraints: list[Any] | None = None) -> None:
     """Raise :class:`~sklearn.utils._param_validation.InvalidParameterError` unless valid.
 
     ``InvalidParameterError`` is a ``ValueError`` (and a ``TypeError``).
@@ -92,6 +93,8 @@ the default is 1e-4
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a number, not a "
                                     f"bool. Got {value!r} instead; {HINTS[name]}")
     try:
-        validate_parameter_constraints({name: CONSTRAINTS[name]}, {name: value}, caller)
+        validate_parameter_constraints(
+            {name: CONSTRAINTS[name] if constraints is None else constraints}, {name: value},
+            caller)
     except InvalidParameterError as exc:
         raise InvalidParameterError(f"{str(exc).rstrip('.')}; {HINTS[name]}") from None
