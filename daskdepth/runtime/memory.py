@@ -216,7 +216,9 @@ def summary_memory_message(m: int, n: int, tol: float,
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
-    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(2**30, 1), exact=True)
+    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(2**30, 1), exact=True)[:50]
+    'the exact depth summary (sorted projections of 3,0'
+    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(24 * 2**30, 2), exact=True)
     """
     mem = memory or worker_memory()
     size = sorted_summary_bytes(m, n) if exact else summary_bytes(m, n, tol)
