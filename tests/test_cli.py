@@ -8,15 +8,21 @@ codes, the default local cluster, progress on a terminal, SIGKILL) run
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
@@ -24,7 +30,11 @@ import zarr
 
 import daskdepth
 from daskdepth.cli import build_parser, main
+from daskdepth.cli.cluster import Progress
 from daskdepth.cli.demo import demo_data
+from daskdepth.cli.ui import UI
+from daskdepth.covariance.estimate import COVARIANCE_METHODS
+from daskdepth.runtime.client import phase
 from daskdepth.storage.atomic import TMP_MARK
 from daskdepth.storage.paths import quiet_zarr
 
@@ -213,11 +223,14 @@ def test_apply_checks_features(tmp_path, capsys):
     wide = _array_store(tmp_path / "wide.zarr", _data(100, 4))
     assert main(["apply", str(tmp_path / "m.zarr"), str(wide), "--out",
                  str(tmp_path / "o.zarr"), *SYNC]) == 1
-    assert "INPUT has 4 features but the model was fitted on 3" in capsys.readouterr().err
+    # The message names the files (not "INPUT").
+    assert (f"{wide} has 4 features but the model {tmp_path / 'm.zarr'} was fitted on 3"
+            in capsys.readouterr().err)
     renamed = _dataset_store(tmp_path / "r.zarr", _data(), features=["x", "z", "y"])
     assert main(["apply", str(tmp_path / "m.zarr"), str(renamed), "--out",
                  str(tmp_path / "o.zarr"), *SYNC]) == 1
-    assert "differ from the model's ['x', 'y', 'z']" in capsys.readouterr().err
+    assert (f"the features of {renamed} (array 'X'), ['x', 'z', 'y'], differ from those of "
+            f"the model {tmp_path / 'm.zarr'}, ['x', 'y', 'z']" in capsys.readouterr().err)
     assert not (tmp_path / "o.zarr").exists()
 
 
@@ -255,8 +268,12 @@ def test_info_model_and_output(tmp_path, capsys):
     assert main(["info", str(tmp_path / "o.zarr"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "ai-irw"
     assert main(["info", str(src)]) == 1
-    assert "neither a daskdepth model nor a daskdepth output" in capsys.readouterr().err
+    assert ("is neither a model saved by 'daskdepth fit' nor an output of 'daskdepth score' or "
+            "'apply'") in capsys.readouterr().err
     assert main(["info", str(tmp_path / "nothing")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"daskdepth: error: '{tmp_path / 'nothing'}' does not exist (info describes a model "
+        "saved by 'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
 
 
 # --------------------------------------------------------------------------- overwrite rules
@@ -386,10 +403,14 @@ def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
                                random_state=3)
     np.testing.assert_array_equal(out["depth"].values, expected)
     assert out.attrs["covariance"] == "mcd" and out.attrs["support_fraction"] == 0.8
-    # a covariance option that IRW cannot use is refused, not ignored
+    # a covariance option that IRW cannot use is a usage error (exit 2), before any work
     assert main(["score", str(src), "--out", str(tmp_path / "p.zarr"), "--depth", "irw",
-                 "--covariance", "mcd", *SYNC]) == 1
-    assert "does not apply to depth='irw'" in capsys.readouterr().err
+                 "--covariance", "mcd", *SYNC]) == 2
+    assert ("--covariance mcd does not apply to --depth irw (IRW does not whiten)"
+            in capsys.readouterr().err)
+    assert main(["score", str(src), "--out", str(tmp_path / "p.zarr"), "--support-fraction",
+                 "0.8", *SYNC]) == 2
+    assert "--support-fraction applies to --covariance mcd only" in capsys.readouterr().err
     assert _names(tmp_path) == ["in.zarr", "o.zarr"]
 
 
@@ -413,12 +434,19 @@ def test_version_without_the_parser_matches_the_parser(capsys):
     assert capsys.readouterr().out == fast == f"daskdepth {daskdepth.__version__}\n"
 
 
-def test_unknown_covariance_is_passed_through(tmp_path, capsys):
+def test_unknown_covariance_is_a_usage_error(tmp_path, capsys):
+    # Refused by the parser (exit 2, nothing started), naming the valid estimates.
     src = _array_store(tmp_path / "in.zarr", _data())
     assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--covariance",
-                 "no-such-estimate", *SYNC]) == 1
-    assert "covariance" in capsys.readouterr().err
+                 "no-such-estimate", *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'no-such-estimate'" in err and "fitting" not in err
+    for name in COVARIANCE_METHODS:
+        assert repr(name) in err
     assert _names(tmp_path) == ["in.zarr"]
+    assert main(["score", "--help"]) == 0
+    text = "".join(capsys.readouterr().out.split())  # the help wraps lines, also at hyphens
+    assert "covarianceestimateforAI-IRW:" + ",".join(COVARIANCE_METHODS) in text
 
 
 def test_quiet_prints_nothing(tmp_path, capsys):
@@ -440,15 +468,52 @@ def test_demo_data_is_deterministic():
 
 def test_demo_small(tmp_path, capsys):
     out = tmp_path / "demo.zarr"
-    assert main(["demo", "--rows", "4000", "--out", str(out), *SYNC]) == 0
-    text = capsys.readouterr().out
-    assert "4,000 rows x 4 features (80 planted outliers)" in text
+    picture = tmp_path / "demo.png"
+    assert main(["demo", "--rows", "4000", "--out", str(out), "--picture", str(picture),
+                 *SYNC]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "4,000 generated rows x 4 features (correlated Gaussian, 80 planted outliers)" in text
     auroc = float(text.split("AUROC:")[1].split()[0])
     assert auroc > 0.95
     assert str(out.resolve()) in text
     ds = _open(out)
     assert ds["depth"].shape == (4000,) and int(ds["outlier"].sum()) > 0
-    assert _names(tmp_path) == ["demo.zarr"]  # the demo's input is removed
+    flagged = int(ds["outlier"].sum())
+    assert f"flagged:     {flagged:,} of 4,000 rows ({flagged / 40:.2f}%)" in text
+    assert f"picture:     {picture}" in text
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _names(tmp_path) == ["demo.png", "demo.zarr"]  # the demo's input is removed
+
+
+def test_demo_leaves_nothing_in_the_temporary_folder(tmp_path, capsys, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr("daskdepth.cli.demo.kernels_cached", lambda: False)
+    assert main(["demo", "--rows", "3000", "--picture", str(tmp_path / "p.png"), *SYNC]) == 0
+    captured = capsys.readouterr()
+    assert "output:      not kept (pass --out PATH to keep the depth)" in captured.out
+    assert "first run: daskdepth compiles its kernels (about 20 s more" in captured.err
+    assert list(scratch.iterdir()) == []
+    assert _names(tmp_path) == ["p.png", "scratch"]
+
+
+def test_demo_without_matplotlib_says_how_to_get_the_picture(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails
+    assert main(["demo", "--rows", "3000", "--picture", str(tmp_path / "p.png"), "-q",
+                 *SYNC]) == 0
+    assert ("picture:     none: pip install 'daskdepth[plot]' (matplotlib) and run the demo "
+            "again") in capsys.readouterr().out
+    assert _names(tmp_path) == []
+
+
+def test_demo_help(capsys):
+    assert main(["demo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "%%" not in text
+    assert "4 features, 2% of them planted outliers" in text
+    assert "The first run compiles daskdepth's kernels" in text
 
 
 # --------------------------------------------------------------------------- as a process
@@ -515,7 +580,7 @@ def test_existing_scheduler(tmp_path):
     proc = _run("score", str(src), "--out", str(tmp_path / "p.zarr"), "--scheduler",
                 "tcp://127.0.0.1:1", env=env)
     assert proc.returncode == 1
-    assert "cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1'" in proc.stderr
+    assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:1" in proc.stderr
     assert _names(tmp_path) == ["in.zarr", "o.zarr"]
 
 
@@ -552,7 +617,48 @@ def test_progress_bar_on_a_terminal(tmp_path):
         os.close(master)
     err = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0, err
-    assert "% Completed" in err and "scoring and writing" in err
+    # One bar style throughout, labelled with the phase: fitting passes and the writing.
+    for label in ("fitting AI-IRW: moments", "fitting AI-IRW: pilot", "writing: score"):
+        assert f"| {label}" in err, err
+    assert "% Completed" not in err  # distributed's own bar (another style, no label) is gone
+
+
+def test_phase_lines_when_not_a_terminal(tmp_path):
+    """Redirected to a file, a job prints one line per phase with its time."""
+    src = _array_store(tmp_path / "in.zarr", _data(20_000, 3), chunks=2_000)
+    proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--scheduler", "threads",
+                "--covariance", "mcd", "--contamination", "0.05", "--seed", "1")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    for phase_name in ("moments", "mcd-subsample", "mcd-fastmcd", "pilot", "offset"):
+        assert any(re.fullmatch(rf"  fitting AI-IRW: {phase_name} done in \d+\.\d s", line)
+                   for line in lines), (phase_name, lines)
+    assert any(re.fullmatch(r"  writing: score done in \d+\.\d s", line) for line in lines)
+    assert "\r" not in proc.stderr  # no bar redrawn in a file
+    flagged = int(_open(tmp_path / "o.zarr")["outlier"].sum())
+    assert proc.stdout.strip().endswith(
+        f", {flagged:,} of 20,000 rows ({flagged / 200:.2f}%) flagged as outliers")
+
+
+def test_progress_of_a_repeated_phase_does_not_restart():
+    """The passes of an iterative phase (MCD C-steps) form one run: counted, not restarted."""
+    err = io.StringIO()
+    ui = UI()
+    ui.progress = False
+    with contextlib.redirect_stderr(err), dask.config.set(scheduler="sync"), \
+            Progress(ui, "fitting", None) as progress:
+        for _ in range(3):
+            with phase("cstep"):
+                dask.compute(da.ones(8, chunks=2).sum())
+            assert progress._fraction(progress.run) == 1.0
+        total = progress._counter.total
+        with phase("reweight"):
+            pass
+    assert total >= 3 * 4  # the three passes' tasks add up
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes", lines[0])
+    assert re.fullmatch(r"  fitting: reweight done in \d+\.\d s", lines[1])
 
 
 def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 240) -> None:

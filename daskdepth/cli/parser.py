@@ -226,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     # The commands are listed once, in DESCRIPTION, with their arguments.
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS,
+                                prog="daskdepth")
     sub.required = True
 
     p = sub.add_parser("score", parents=[common, debug, cluster, fitting, nan_policy, source],
