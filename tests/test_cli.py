@@ -11,13 +11,16 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import os
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -29,13 +32,14 @@ import xarray as xr
 import zarr
 
 import daskdepth
+import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
-from daskdepth.cli.cluster import Progress
+from daskdepth.cli.cluster import Progress, Runner
 from daskdepth.cli.demo import demo_data
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import TMP_MARK
+from daskdepth.storage.atomic import OLD_MARK, TMP_MARK
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -75,6 +79,12 @@ def _run(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProc
 
 def _names(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 @pytest.fixture(scope="module")
@@ -325,6 +335,57 @@ def test_next_run_cleans_leftovers(tmp_path):
     assert _names(tmp_path) == ["in.zarr", "out.zarr"]
 
 
+def test_output_restored_from_a_killed_job_is_refused_before_any_work(tmp_path, capsys):
+    """An old output that a killed job had moved aside comes back first, then the checks."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    aside = tmp_path / f"out.zarr{OLD_MARK}{_dead_pid()}-deadbeef0000"
+    _array_store(aside, _data(50))
+    assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "already exists; pass --overwrite" in err and "fitting" not in err
+    assert _names(tmp_path) == ["in.zarr", "out.zarr"]  # the old output is back, unchanged
+    assert zarr.open_array(str(tmp_path / "out.zarr")).shape == (50, 3)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs a read-only file system")
+def test_unwritable_destination_is_refused_before_fitting(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    for command in (["fit", str(src), "--model", "/proc/m.zarr"],
+                    ["score", str(src), "--out", "/proc/o.zarr"]):
+        assert main([*command, *SYNC]) == 2
+        err = capsys.readouterr().err
+        assert "directory '/proc' is not writable" in err and "fitting" not in err
+
+
+def test_long_output_name(tmp_path):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    out = tmp_path / ("o" * 235 + ".zarr")
+    assert main(["score", str(src), "--out", str(out), "-q", *SYNC]) == 0
+    assert _open(out)["depth"].shape == (800,)
+
+
+def test_sample_dimension_of_a_dataset(tmp_path, capsys):
+    """A dataset stored as (feature, time): a warning says how to read it, --sample-dim does."""
+    x = _data(400, 3)
+    ds = xr.Dataset({"X": (("feature", "time"), x.T)},
+                    coords={"time": np.arange(400) * 10, "feature": ["a", "b", "c"]})
+    with quiet_zarr():
+        ds.to_zarr(str(tmp_path / "t.zarr"), zarr_format=3)
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "w.zarr"),
+                 "--n-directions", "5", "--covariance", "ledoit-wolf", "-q", *SYNC]) == 0
+    assert ("more features (400, along 'time') than rows (3, along 'feature'); if the samples "
+            "run along 'time', pass --sample-dim time") in capsys.readouterr().err
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "o.zarr"),
+                 "--sample-dim", "time", "--seed", "2", "-q", *SYNC]) == 0
+    assert capsys.readouterr().err == ""
+    out = _open(tmp_path / "o.zarr")
+    assert out["depth"].dims == ("time",) and out["time"].values[-1] == 3990
+    np.testing.assert_array_equal(out["depth"].values, daskdepth.score(x, random_state=2))
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "p.zarr"),
+                 "--sample-dim", "row", *SYNC]) == 1
+    assert "has no dimension 'row' (its dimensions: feature, time)" in capsys.readouterr().err
+
+
 # --------------------------------------------------------------------------- bad input
 
 
@@ -389,6 +450,12 @@ def test_nan_hint_and_omit(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2 rows with NaN or inf values" in err and "--nan-policy omit" in err
     assert _names(tmp_path) == ["c.zarr", "m.zarr", "n.zarr", "o.zarr"]
+    # ... and the option it suggests exists for apply too
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out", str(tmp_path / "a.zarr"),
+                 "--nan-policy", "omit", "-q", *SYNC]) == 0
+    depth = _open(tmp_path / "a.zarr")["depth"].values
+    assert np.isnan(depth[[5, 7]]).all() and np.isfinite(np.delete(depth, [5, 7])).all()
+    assert _open(tmp_path / "a.zarr").attrs["nan_policy"] == "omit"
 
 
 def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
@@ -447,6 +514,120 @@ def test_unknown_covariance_is_a_usage_error(tmp_path, capsys):
     assert main(["score", "--help"]) == 0
     text = "".join(capsys.readouterr().out.split())  # the help wraps lines, also at hyphens
     assert "covarianceestimateforAI-IRW:" + ",".join(COVARIANCE_METHODS) in text
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host", "tcp://host:port", "http://h:1",
+                                     "tcp://h:0"])
+def test_scheduler_address_is_checked_by_the_parser(capsys, address):
+    assert main(["score", "in.zarr", "--out", "o.zarr", "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert "expected the address of a running Dask scheduler, tcp://HOST:PORT" in err
+    assert "threads" in err  # the local schedulers are named too
+
+
+def test_info_has_no_quiet_option(capsys):
+    assert main(["info", "m.zarr", "-q"]) == 2
+    assert "unrecognized arguments: -q" in capsys.readouterr().err
+    assert main(["info", "--help"]) == 0
+    assert "a model saved by 'daskdepth fit', or an output" in capsys.readouterr().out
+
+
+def test_version_loads_neither_dask_nor_numpy():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from daskdepth.cli import main; main(['--version']);"
+         " print(sorted(m for m in ('dask', 'numpy', 'xarray', 'zarr') if m in sys.modules))"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"daskdepth {daskdepth.__version__}", "[]"]
+
+
+def test_info_json_into_a_closed_pipe(tmp_path):
+    """``daskdepth info --json ... | head``: the reader leaves early; no traceback."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "-q", *SYNC]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "daskdepth", "info", "--json",
+                             str(tmp_path / "m.zarr")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the process writes anything
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert err == "" and proc.returncode == 141
+
+
+def test_distributed_logs_are_held_back_unless_debug(tmp_path, capfd, caplog, monkeypatch):
+    """A failing job prints one line, whatever distributed logs meanwhile."""
+
+    def failing(*args, **kwargs):
+        logging.getLogger("distributed.client").error("Traceback (most recent call last): ...")
+        logging.getLogger("tornado.application").error("Exception in callback ...")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(jobs, "fit", failing)
+    src = _array_store(tmp_path / "in.zarr", _data())
+    caplog.set_level(logging.INFO)
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 1
+    assert capfd.readouterr().err.splitlines() == [
+        "daskdepth: error: RuntimeError: boom", "(run with --debug for the traceback)"]
+    assert caplog.records == []  # not even to a handler that does not print
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", "--debug",
+                 *SYNC]) == 1
+    assert [r.name for r in caplog.records] == ["distributed.client", "tornado.application"]
+    assert not logging.root.manager.disable  # restored after the job
+
+
+def test_dashboard_of_the_local_cluster_is_on_this_machine_only(capsys):
+    with Runner(None, UI()) as runner:
+        sockets = runner.cluster.scheduler.http_server._sockets.values()
+        hosts = {s.getsockname()[0] for s in sockets}
+        port = runner.client.scheduler_info()["services"]["dashboard"]
+    assert hosts == {"127.0.0.1"}
+    assert f"dashboard: http://127.0.0.1:{port}/status" in capsys.readouterr().err
+
+
+def _serve(reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """A TCP server on 127.0.0.1 that sends ``reply`` to each connection (None: nothing)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            if reply is not None:
+                conn.sendall(reply)
+            time.sleep(5)
+            conn.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize("reply, message", [
+    (None, "accepted the connection but sent no Dask handshake"),
+    (b"SSH-2.0-OpenSSH_9.6\r\n", "is not a Dask scheduler"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "is not a Dask scheduler"),
+])
+def test_scheduler_that_is_not_dask_is_named_at_once(tmp_path, reply, message):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    server, _ = _serve(reply)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        start = time.monotonic()
+        proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--scheduler",
+                    address, "--timeout", "3", timeout=120)
+        waited = time.monotonic() - start
+    finally:
+        server.close()
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == (f"connecting to the Dask scheduler at {address} (waiting up to 3 s; "
+                        "--timeout changes it)")
+    assert lines[1].startswith("daskdepth: error: ") and address in lines[1]
+    assert message in lines[1] and "8786" in lines[1]
+    assert len(lines) == 2 and waited < 60
+    assert _names(tmp_path) == ["in.zarr"]
 
 
 def test_quiet_prints_nothing(tmp_path, capsys):
