@@ -357,6 +357,19 @@ def test_unwritable_destination_is_refused_before_fitting(tmp_path, capsys):
         assert "directory '/proc' is not writable" in err and "fitting" not in err
 
 
+def test_plan_too_large_is_refused_before_any_pass(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    start = time.monotonic()
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--n-directions",
+                 "10000000", *SYNC]) == 1
+    err = capsys.readouterr().err
+    assert "daskdepth: error: the fit needs about" in err and "use n_directions <=" in err
+    assert time.monotonic() - start < 60 and _names(tmp_path) == ["in.zarr"]
+    # a tol whose inverse overflows is the exact depth, not an OverflowError
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--tol", "1e-320",
+                 "--n-directions", "20", "-q", *SYNC]) == 0
+
+
 def test_long_output_name(tmp_path):
     src = _array_store(tmp_path / "in.zarr", _data())
     out = tmp_path / ("o" * 235 + ".zarr")

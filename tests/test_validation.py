@@ -342,3 +342,46 @@ def test_sparse_input_message():
     xs = sparse.random(30, 3, density=0.5, format="csr", random_state=0)
     with pytest.raises((TypeError, ValueError), match="(?i)sparse"):
         daskdepth.AIIRW(n_directions=5).fit(xs)
+
+
+# --------------------------------------------------------------------------- plans that cannot fit
+
+
+@pytest.fixture
+def no_pass(monkeypatch):
+    """Fail the test if a fit reaches its first pass over the data."""
+    import daskdepth.fitting.fit as fit_module
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the fit started a pass before refusing")
+
+    monkeypatch.setattr(fit_module, "moments_pass", forbidden)
+
+
+@pytest.mark.parametrize("make, params, hint", [
+    # 10 million directions: terabytes of summary
+    (lambda: gaussian_data(1000, 5, seed=1), dict(n_directions=10_000_000), "n_directions <="),
+    # exact on 2e7 rows (lazy: nothing is computed)
+    (lambda: dask.array.zeros((2 * 10**7, 5), chunks=(10**6, 5)), dict(tol=0),
+     "tol=0: exact"),
+    # tol so small that every row gets a leaf
+    (lambda: dask.array.zeros((2 * 10**7, 5), chunks=(10**6, 5)), dict(tol=1e-12),
+     "at tol=1e-12"),
+    # 2,000 x 5,000: the default m = 500,000 directions
+    (lambda: dask.array.zeros((2000, 5000), chunks=(500, 5000)), {}, "500,000 directions"),
+])
+@pytest.mark.parametrize("model", MODELS)
+def test_plan_too_large_is_refused_before_any_pass(no_pass, make, params, hint, model):
+    with pytest.raises(daskdepth.FitTooLargeError, match="the fit needs about") as exc:
+        model(random_state=0, **params).fit(make())
+    text = str(exc.value)
+    assert hint in text and "more than half of" in text
+    assert re.search(r"use n_directions <= [\d,]+", text)
+
+
+def test_tiny_tol_is_exact_not_an_overflow(x):
+    """tol=1e-320 (1 / tol overflows) means every leaf is exact: the tol=0 result."""
+    exact = daskdepth.AIIRW(n_directions=20, tol=0, random_state=0).fit(x)
+    tiny = daskdepth.AIIRW(n_directions=20, tol=1e-320, random_state=0).fit(x)
+    np.testing.assert_array_equal(tiny.score_samples(x), exact.score_samples(x))
+    assert tiny.error_bound_ == 0
