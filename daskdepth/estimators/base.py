@@ -110,7 +110,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _check_input(self, X: Any) -> Input:
         check_is_fitted(self, "summary_")
-        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy)
+        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False)
         if data.n_features != self.n_features_in_:
             raise ValueError(
                 f"X has {data.n_features} features, but {type(self).__name__} is expecting "
@@ -153,9 +153,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         counts on both sides of itself: in-sample depth is at most (n + 1) / 2n,
         plus half the share of rows it is tied with).
 
-        NumPy in gives NumPy out, dask in gives a lazy dask array with the same
-        row chunks, and a DataArray gives a DataArray over its first dimension
-        with that dimension's coordinates.  Rows with NaN or inf raise under
+        NumPy (or pandas) in gives NumPy out, a dask array gives a lazy dask
+        array with the same row chunks, a dask DataFrame a lazy dask Series
+        aligned with its index, and a DataArray gives a DataArray over its
+        first dimension with that dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
 
         The training rows of an in-memory fit are not scored again: their
