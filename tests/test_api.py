@@ -272,6 +272,32 @@ def test_score_with_reference(gaussian):
     np.testing.assert_allclose(lazy.compute(), got, rtol=0, atol=1e-12)
 
 
+def test_score_reference_with_other_features_names_reference_and_x(gaussian, monkeypatch):
+    import daskdepth.estimators.base as base
+
+    monkeypatch.setattr(base, "fit_depth", _no_compute)  # refused before fitting
+    with pytest.raises(ValueError) as exc:
+        daskdepth.score(gaussian, gaussian[:, :2])
+    assert str(exc.value).startswith("X has 3 features but reference has 2;")
+    assert "AIIRW" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask", "xarray"])
+def test_score_with_contamination_flags_outliers(gaussian, kind):
+    X = {"numpy": gaussian, "dask": chunked(gaussian, 500),
+         "xarray": _dataarray(gaussian)}[kind]
+    depth, outlier = daskdepth.score(X, contamination=0.05, n_directions=30, random_state=2)
+    model = daskdepth.AIIRW(n_directions=30, random_state=2, contamination=0.05).fit(X)
+    assert type(outlier) is type(depth)
+    if kind == "dask":
+        assert outlier.chunks == depth.chunks  # lazy, same row chunks
+    np.testing.assert_array_equal(np.asarray(outlier), np.asarray(model.predict(X)) == -1)
+    np.testing.assert_array_equal(np.asarray(depth), np.asarray(model.score_samples(X)))
+    assert np.asarray(outlier).dtype == bool
+    with pytest.raises(ValueError, match="'auto' .* has no meaning for a depth"):
+        daskdepth.score(X, contamination="auto")
+
+
 def test_score_passes_covariance(gaussian):
     cov = np.diag([1.0, 4.0, 9.0])
     got = daskdepth.score(gaussian, covariance=cov, n_directions=30, random_state=1)
