@@ -370,6 +370,18 @@ def test_plan_too_large_is_refused_before_any_pass(tmp_path, capsys):
                  "--n-directions", "20", "-q", *SYNC]) == 0
 
 
+def test_symlink_loop_is_named(tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    src = _array_store(tmp_path / "in.zarr", _data())
+    for argv in (["score", str(tmp_path / "a"), "--out", str(tmp_path / "o.zarr")],
+                 ["score", str(src), "--out", str(tmp_path / "a")],
+                 ["info", str(tmp_path / "a")]):
+        assert main([*argv, *SYNC] if argv[0] == "score" else argv) == 1
+        err = capsys.readouterr().err
+        assert "is a loop of symbolic links" in err and "RuntimeError" not in err, err
+
+
 def test_long_output_name(tmp_path):
     src = _array_store(tmp_path / "in.zarr", _data())
     out = tmp_path / ("o" * 235 + ".zarr")

@@ -385,3 +385,40 @@ def test_tiny_tol_is_exact_not_an_overflow(x):
     tiny = daskdepth.AIIRW(n_directions=20, tol=1e-320, random_state=0).fit(x)
     np.testing.assert_array_equal(tiny.score_samples(x), exact.score_samples(x))
     assert tiny.error_bound_ == 0
+
+
+# --------------------------------------------------------------------------- misleading messages
+
+
+@pytest.mark.parametrize("dtype, base", [(np.uint64, 2**63), (np.int64, 2**62)])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_wide_integers_are_not_called_constant(dtype, base, lazy):
+    """64-bit ids or timestamps that float64 rounds together: the message says why."""
+    rng = np.random.default_rng(0)
+    x = (dtype(base) + rng.integers(0, 400, size=(500, 3)).astype(dtype)).astype(dtype)
+    data = dask.array.from_array(x, chunks=(100, 3)) if lazy else x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the in-memory warning, checked below
+        with pytest.raises(ValueError, match=r"holds (u)?int64 integers.*rounds beyond 2\*\*53.*"
+                                             r"X - X.min\(axis=0\)"):
+            daskdepth.AIIRW(random_state=0).fit(data)
+    if not lazy:
+        with pytest.warns(UserWarning, match="beyond 2\\*\\*53 \\(largest"):
+            with pytest.raises(ValueError):
+                daskdepth.AIIRW(random_state=0).fit(data)
+    # the fix the message suggests works, and gives a depth
+    shifted = x - x.min(axis=0)
+    assert daskdepth.AIIRW(random_state=0).fit(shifted).score_samples(shifted).shape == (500,)
+
+
+@pytest.mark.parametrize("cov", [-np.eye(3), np.array([[1.0, 2.0, 0], [2.0, 1.0, 0], [0, 0, 1]])])
+def test_precomputed_covariance_must_be_positive_semidefinite(x, cov):
+    with pytest.raises(ValueError, match="must be positive semi-definite, but its smallest "
+                                         "eigenvalue is -1"):
+        daskdepth.AIIRW(covariance=cov).fit(x)
+
+
+def test_singular_precomputed_covariance_is_accepted(x):
+    cov = np.diag([1.0, 1.0, 0.0])
+    with pytest.warns(daskdepth.CovarianceRankWarning):
+        daskdepth.AIIRW(covariance=cov, n_directions=10, random_state=0).fit(x)

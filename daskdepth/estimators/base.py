@@ -18,7 +18,7 @@ from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
 from ..runtime.keys import key_name
 from ..storage.modelformat import save_model
-from .inputs import Input, as_input
+from .inputs import Input, as_input, wide_integer_message
 from .params import check_param
 
 
@@ -48,7 +48,16 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _fit(self, X: Any) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)
-        self._fit_model(data)
+        try:
+            self._fit_model(data)
+        except ValueError as exc:
+            # Zero covariance from 64-bit integers: float64 may have rounded them together
+            # (a uint64 id or a nanosecond timestamp): say so instead of "constant".
+            dtype = data.source_dtype
+            if "covariance of the reference data is zero" in str(exc) and \
+                    dtype.kind in "iu" and dtype.itemsize == 8:
+                raise ValueError(f"{exc}. {wide_integer_message(dtype, 'X')}") from exc
+            raise
         self.n_features_in_ = data.n_features
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names

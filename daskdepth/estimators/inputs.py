@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -46,6 +47,7 @@ class Input:
     feature_names: np.ndarray | None
     values: np.ndarray | None = None
     _token: str | None = field(default=None, repr=False)
+    source_dtype: np.dtype = np.dtype(np.float64)  # before the conversion to float64
 
     @property
     def n_features(self) -> int:
@@ -91,7 +93,8 @@ def as_input(x: Any, *, what: str = "X", min_samples: int = 1,
     that nothing is computed.
     """
     kind, data, feature_names = _unwrap(x, what, lengths)
-    _check_dtype(np.dtype(data.dtype), what)
+    source_dtype = np.dtype(data.dtype)
+    _check_dtype(source_dtype, what)
     _check_shape(data, what, min_samples, unknown_rows=kind == "dask-dataframe")
     values = None
     if isinstance(data, da.Array):
@@ -99,9 +102,10 @@ def as_input(x: Any, *, what: str = "X", min_samples: int = 1,
         if arr.numblocks[1] > 1:
             arr = arr.rechunk({1: -1})
     else:
+        _warn_wide_integers(data, what)
         values = np.asarray(data, dtype=np.float64)
         arr = _from_memory(values, what, nan_policy)
-    return Input(arr, kind, x, feature_names, values)
+    return Input(arr, kind, x, feature_names, values, source_dtype=source_dtype)
 
 
 def _is_dask_frame(x: Any) -> bool:
@@ -213,6 +217,29 @@ def _check_shape(x: Any, what: str, min_samples: int, unknown_rows: bool = False
             f"{what} has {n} {noun} (shape {x.shape}); a depth reference needs at least "
             f"{min_samples} rows"
         )
+
+
+#: Integers of larger magnitude are not all exact in float64 (53-bit significand).
+FLOAT64_EXACT_INT = 2**53
+
+
+def wide_integer_message(dtype: np.dtype, what: str, largest: Any = None) -> str:
+    """Why 64-bit integers beyond 2**53 are a problem, and the lossless fix."""
+    held = (f"{dtype} integers beyond 2**53 (largest {largest})" if largest is not None else
+            f"{dtype} integers")
+    return (f"{what} holds {held}, which float64 (the depth's arithmetic) rounds beyond 2**53: "
+            "rows that differ only in their last bits become equal. Subtract an offset first, "
+            f"e.g. {what} - {what}.min(axis=0), which leaves the depth unchanged")
+
+
+def _warn_wide_integers(x: Any, what: str) -> None:
+    """Warn when in-memory 64-bit integers lose precision in float64."""
+    source = np.asarray(x)
+    if source.dtype.kind in "iu" and source.dtype.itemsize == 8 and source.size:
+        largest = max(int(source.max()), -int(source.min()))
+        if largest >= FLOAT64_EXACT_INT:
+            warnings.warn(wide_integer_message(source.dtype, what, largest), UserWarning,
+                          stacklevel=4)
 
 
 def _from_memory(x: np.ndarray, what: str, nan_policy: str) -> da.Array:
