@@ -12,7 +12,13 @@ import importlib
 from typing import Any
 
 from ._version import __version__
-from .errors import CovarianceRankWarning, FrameWarning, SummaryMemoryWarning, ToleranceWarning
+from .errors import (
+    CovarianceRankWarning,
+    FitTooLargeError,
+    FrameWarning,
+    SummaryMemoryWarning,
+    ToleranceWarning,
+)
 
 #: Public name -> (module, attribute).  Loaded on first use (PEP 562), so that
 #: ``daskdepth --version`` and ``import daskdepth.cli`` do not load Dask and NumPy's
@@ -28,8 +34,8 @@ _LAZY = {
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
 }
 
-__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FrameWarning", "Halfspace",
-           "HalfspaceMass",
+__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FitTooLargeError",
+           "FrameWarning", "Halfspace", "HalfspaceMass",
            "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load", "score",
            "score_dataset"]
 

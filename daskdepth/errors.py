@@ -27,6 +27,10 @@ class SummaryMemoryWarning(UserWarning):
     """The fitted depth summary takes a large share of a worker's memory."""
 
 
+class FitTooLargeError(ValueError):
+    """The fit's plan needs more memory than the workers or this machine have (refused up front)."""
+
+
 class InputError(ValueError):
     """The input store is missing, unreadable, or does not hold a usable 2-D array."""
 

@@ -6,7 +6,9 @@ import warnings
 
 import dask
 import dask.array as da
+import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from conftest import chunked, gaussian_data
@@ -70,6 +72,80 @@ def test_dask_output_is_lazy(gaussian):
     assert calls == [] or all(c[0] == 0 for c in calls)  # meta inference only
     out.compute()
     assert sum(c[0] for c in calls) == gaussian.shape[0]
+
+
+def _no_compute(*args, **kwargs):
+    raise AssertionError("something was computed")
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_dask_dataframe_in_lazy_dask_series_out(cls, gaussian):
+    """Never computed into client memory: lazy Series aligned with the index, names kept."""
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=np.arange(len(gaussian)) * 3)
+    ddf = dd.from_pandas(df, npartitions=4)
+    model = _model(cls).fit(ddf)
+    expected = _model(cls).fit(gaussian)
+    assert list(model.feature_names_in_) == ["a", "b", "c"]
+    np.testing.assert_array_equal(model.directions_, expected.directions_)
+    with dask.config.set(scheduler=_no_compute):  # building the results computes nothing
+        depth = model.score_samples(ddf)
+        decision = model.decision_function(ddf)
+        labels = model.predict(ddf)
+    assert isinstance(depth, dd.Series) and depth.npartitions == 4 and depth.name == "depth"
+    assert decision.name == "decision" and labels.name == "label"
+    got = depth.compute()
+    pd.testing.assert_index_equal(got.index, df.index)
+    np.testing.assert_array_equal(got.to_numpy(), expected.score_samples(gaussian))
+    np.testing.assert_array_equal(labels.compute().to_numpy(), expected.predict(gaussian))
+    assert ddf.assign(depth=depth).compute()["depth"].equals(got)
+
+
+def test_dask_dataframe_with_unknown_partition_lengths(gaussian):
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
+    ddf = dd.from_pandas(df, npartitions=5)
+    kept = ddf[ddf["a"] > -1]  # partition lengths unknown
+    rows = df[df["a"] > -1]
+    model = _model(daskdepth.AIIRW).fit(kept)  # counts them: the row sample needs them
+    expected = _model(daskdepth.AIIRW).fit(rows.to_numpy())
+    with dask.config.set(scheduler=_no_compute):
+        depth = model.score_samples(kept)
+    got = depth.compute()
+    pd.testing.assert_index_equal(got.index, rows.index)
+    np.testing.assert_array_equal(got.to_numpy(), expected.score_samples(rows.to_numpy()))
+    labels = model.fit_predict(kept)
+    assert isinstance(labels, dd.Series)
+    np.testing.assert_array_equal(labels.compute().to_numpy(),
+                                  expected.fit_predict(rows.to_numpy()))
+
+
+def test_dask_dataframe_nan_rows_are_named_per_partition(gaussian):
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
+    model = _model(daskdepth.AIIRW).fit(df)
+    n = len(df)
+    df.iloc[[n - 10, n - 5], 1] = np.nan  # in the last partition
+    ddf = dd.from_pandas(df, npartitions=4)
+    last = len(ddf.partitions[3].compute())  # the rows' positions within that partition
+    message = (r"a partition of the input \(rows counted within it\) has 2 rows with NaN or "
+               rf"inf values \(rows \[{last - 10}, {last - 5}\]\)")
+    with pytest.raises(ValueError, match=message):
+        model.score_samples(ddf[ddf["a"] > -100]).compute()  # positions unknown: no lengths
+
+
+def test_dataframes_with_text_columns_are_refused_by_name(gaussian):
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"]).assign(city="x")
+    for frame in (df, dd.from_pandas(df, npartitions=2)):
+        with pytest.raises(TypeError, match=r"columns that are not real numbers: 'city'"):
+            daskdepth.AIIRW().fit(frame)
+    with pytest.raises(ValueError, match="is a dask Series"):
+        daskdepth.AIIRW().fit(dd.from_pandas(df["a"], npartitions=2))
+
+
+def test_pandas_dataframe_in_numpy_out(gaussian):
+    """As scikit-learn's detectors: a pandas DataFrame gives NumPy (names kept by the model)."""
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
+    model = _model(daskdepth.AIIRW).fit(df)
+    out = model.score_samples(df)
+    assert type(out) is np.ndarray and list(model.feature_names_in_) == ["a", "b", "c"]
 
 
 def _dataarray(x: np.ndarray) -> xr.DataArray:
@@ -194,6 +270,32 @@ def test_score_with_reference(gaussian):
                            random_state=1)
     assert isinstance(lazy, da.Array) and lazy.chunks[0] == (500, 500, 500)
     np.testing.assert_allclose(lazy.compute(), got, rtol=0, atol=1e-12)
+
+
+def test_score_reference_with_other_features_names_reference_and_x(gaussian, monkeypatch):
+    import daskdepth.estimators.base as base
+
+    monkeypatch.setattr(base, "fit_depth", _no_compute)  # refused before fitting
+    with pytest.raises(ValueError) as exc:
+        daskdepth.score(gaussian, gaussian[:, :2])
+    assert str(exc.value).startswith("X has 3 features but reference has 2;")
+    assert "AIIRW" not in str(exc.value)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask", "xarray"])
+def test_score_with_contamination_flags_outliers(gaussian, kind):
+    X = {"numpy": gaussian, "dask": chunked(gaussian, 500),
+         "xarray": _dataarray(gaussian)}[kind]
+    depth, outlier = daskdepth.score(X, contamination=0.05, n_directions=30, random_state=2)
+    model = daskdepth.AIIRW(n_directions=30, random_state=2, contamination=0.05).fit(X)
+    assert type(outlier) is type(depth)
+    if kind == "dask":
+        assert outlier.chunks == depth.chunks  # lazy, same row chunks
+    np.testing.assert_array_equal(np.asarray(outlier), np.asarray(model.predict(X)) == -1)
+    np.testing.assert_array_equal(np.asarray(depth), np.asarray(model.score_samples(X)))
+    assert np.asarray(outlier).dtype == bool
+    with pytest.raises(ValueError, match="'auto' .* has no meaning for a depth"):
+        daskdepth.score(X, contamination="auto")
 
 
 def test_score_passes_covariance(gaussian):

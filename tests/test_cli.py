@@ -8,24 +8,38 @@ codes, the default local cluster, progress on a terminal, SIGKILL) run
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
+import logging
 import os
+import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import threading
 import time
 from pathlib import Path
 
+import dask
+import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
 import zarr
 
 import daskdepth
+import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
+from daskdepth.cli.cluster import Progress, Runner
 from daskdepth.cli.demo import demo_data
-from daskdepth.storage.atomic import TMP_MARK
+from daskdepth.cli.ui import UI
+from daskdepth.covariance.estimate import COVARIANCE_METHODS
+from daskdepth.runtime.client import phase
+from daskdepth.storage.atomic import OLD_MARK, TMP_MARK
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -65,6 +79,12 @@ def _run(*args: str, timeout: float = 300, **kwargs) -> subprocess.CompletedProc
 
 def _names(directory: Path) -> list[str]:
     return sorted(p.name for p in directory.iterdir())
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 @pytest.fixture(scope="module")
@@ -213,11 +233,14 @@ def test_apply_checks_features(tmp_path, capsys):
     wide = _array_store(tmp_path / "wide.zarr", _data(100, 4))
     assert main(["apply", str(tmp_path / "m.zarr"), str(wide), "--out",
                  str(tmp_path / "o.zarr"), *SYNC]) == 1
-    assert "INPUT has 4 features but the model was fitted on 3" in capsys.readouterr().err
+    # The message names the files (not "INPUT").
+    assert (f"{wide} has 4 features but the model {tmp_path / 'm.zarr'} was fitted on 3"
+            in capsys.readouterr().err)
     renamed = _dataset_store(tmp_path / "r.zarr", _data(), features=["x", "z", "y"])
     assert main(["apply", str(tmp_path / "m.zarr"), str(renamed), "--out",
                  str(tmp_path / "o.zarr"), *SYNC]) == 1
-    assert "differ from the model's ['x', 'y', 'z']" in capsys.readouterr().err
+    assert (f"the features of {renamed} (array 'X'), ['x', 'z', 'y'], differ from those of "
+            f"the model {tmp_path / 'm.zarr'}, ['x', 'y', 'z']" in capsys.readouterr().err)
     assert not (tmp_path / "o.zarr").exists()
 
 
@@ -255,8 +278,12 @@ def test_info_model_and_output(tmp_path, capsys):
     assert main(["info", str(tmp_path / "o.zarr"), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["method"] == "ai-irw"
     assert main(["info", str(src)]) == 1
-    assert "neither a daskdepth model nor a daskdepth output" in capsys.readouterr().err
+    assert ("is neither a model saved by 'daskdepth fit' nor an output of 'daskdepth score' or "
+            "'apply'") in capsys.readouterr().err
     assert main(["info", str(tmp_path / "nothing")]) == 1
+    assert capsys.readouterr().err.strip() == (
+        f"daskdepth: error: '{tmp_path / 'nothing'}' does not exist (info describes a model "
+        "saved by 'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
 
 
 # --------------------------------------------------------------------------- overwrite rules
@@ -306,6 +333,82 @@ def test_next_run_cleans_leftovers(tmp_path):
     (stale / "zarr.json").write_text("{}")
     assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), "-q", *SYNC]) == 0
     assert _names(tmp_path) == ["in.zarr", "out.zarr"]
+
+
+def test_output_restored_from_a_killed_job_is_refused_before_any_work(tmp_path, capsys):
+    """An old output that a killed job had moved aside comes back first, then the checks."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    aside = tmp_path / f"out.zarr{OLD_MARK}{_dead_pid()}-deadbeef0000"
+    _array_store(aside, _data(50))
+    assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "already exists; pass --overwrite" in err and "fitting" not in err
+    assert _names(tmp_path) == ["in.zarr", "out.zarr"]  # the old output is back, unchanged
+    assert zarr.open_array(str(tmp_path / "out.zarr")).shape == (50, 3)
+
+
+@pytest.mark.skipif(not Path("/proc").is_dir(), reason="needs a read-only file system")
+def test_unwritable_destination_is_refused_before_fitting(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    for command in (["fit", str(src), "--model", "/proc/m.zarr"],
+                    ["score", str(src), "--out", "/proc/o.zarr"]):
+        assert main([*command, *SYNC]) == 2
+        err = capsys.readouterr().err
+        assert "directory '/proc' is not writable" in err and "fitting" not in err
+
+
+def test_plan_too_large_is_refused_before_any_pass(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    start = time.monotonic()
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--n-directions",
+                 "10000000", *SYNC]) == 1
+    err = capsys.readouterr().err
+    assert "daskdepth: error: the fit needs about" in err and "use n_directions <=" in err
+    assert time.monotonic() - start < 60 and _names(tmp_path) == ["in.zarr"]
+    # a tol whose inverse overflows is the exact depth, not an OverflowError
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--tol", "1e-320",
+                 "--n-directions", "20", "-q", *SYNC]) == 0
+
+
+def test_symlink_loop_is_named(tmp_path, capsys):
+    (tmp_path / "a").symlink_to(tmp_path / "b")
+    (tmp_path / "b").symlink_to(tmp_path / "a")
+    src = _array_store(tmp_path / "in.zarr", _data())
+    for argv in (["score", str(tmp_path / "a"), "--out", str(tmp_path / "o.zarr")],
+                 ["score", str(src), "--out", str(tmp_path / "a")],
+                 ["info", str(tmp_path / "a")]):
+        assert main([*argv, *SYNC] if argv[0] == "score" else argv) == 1
+        err = capsys.readouterr().err
+        assert "is a loop of symbolic links" in err and "RuntimeError" not in err, err
+
+
+def test_long_output_name(tmp_path):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    out = tmp_path / ("o" * 235 + ".zarr")
+    assert main(["score", str(src), "--out", str(out), "-q", *SYNC]) == 0
+    assert _open(out)["depth"].shape == (800,)
+
+
+def test_sample_dimension_of_a_dataset(tmp_path, capsys):
+    """A dataset stored as (feature, time): a warning says how to read it, --sample-dim does."""
+    x = _data(400, 3)
+    ds = xr.Dataset({"X": (("feature", "time"), x.T)},
+                    coords={"time": np.arange(400) * 10, "feature": ["a", "b", "c"]})
+    with quiet_zarr():
+        ds.to_zarr(str(tmp_path / "t.zarr"), zarr_format=3)
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "w.zarr"),
+                 "--n-directions", "5", "--covariance", "ledoit-wolf", "-q", *SYNC]) == 0
+    assert ("more features (400, along 'time') than rows (3, along 'feature'); if the samples "
+            "run along 'time', pass --sample-dim time") in capsys.readouterr().err
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "o.zarr"),
+                 "--sample-dim", "time", "--seed", "2", "-q", *SYNC]) == 0
+    assert capsys.readouterr().err == ""
+    out = _open(tmp_path / "o.zarr")
+    assert out["depth"].dims == ("time",) and out["time"].values[-1] == 3990
+    np.testing.assert_array_equal(out["depth"].values, daskdepth.score(x, random_state=2))
+    assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "p.zarr"),
+                 "--sample-dim", "row", *SYNC]) == 1
+    assert "has no dimension 'row' (its dimensions: feature, time)" in capsys.readouterr().err
 
 
 # --------------------------------------------------------------------------- bad input
@@ -372,6 +475,12 @@ def test_nan_hint_and_omit(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "2 rows with NaN or inf values" in err and "--nan-policy omit" in err
     assert _names(tmp_path) == ["c.zarr", "m.zarr", "n.zarr", "o.zarr"]
+    # ... and the option it suggests exists for apply too
+    assert main(["apply", str(tmp_path / "m.zarr"), str(src), "--out", str(tmp_path / "a.zarr"),
+                 "--nan-policy", "omit", "-q", *SYNC]) == 0
+    depth = _open(tmp_path / "a.zarr")["depth"].values
+    assert np.isnan(depth[[5, 7]]).all() and np.isfinite(np.delete(depth, [5, 7])).all()
+    assert _open(tmp_path / "a.zarr").attrs["nan_policy"] == "omit"
 
 
 def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
@@ -386,10 +495,14 @@ def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
                                random_state=3)
     np.testing.assert_array_equal(out["depth"].values, expected)
     assert out.attrs["covariance"] == "mcd" and out.attrs["support_fraction"] == 0.8
-    # a covariance option that IRW cannot use is refused, not ignored
+    # a covariance option that IRW cannot use is a usage error (exit 2), before any work
     assert main(["score", str(src), "--out", str(tmp_path / "p.zarr"), "--depth", "irw",
-                 "--covariance", "mcd", *SYNC]) == 1
-    assert "does not apply to depth='irw'" in capsys.readouterr().err
+                 "--covariance", "mcd", *SYNC]) == 2
+    assert ("--covariance mcd does not apply to --depth irw (IRW does not whiten)"
+            in capsys.readouterr().err)
+    assert main(["score", str(src), "--out", str(tmp_path / "p.zarr"), "--support-fraction",
+                 "0.8", *SYNC]) == 2
+    assert "--support-fraction applies to --covariance mcd only" in capsys.readouterr().err
     assert _names(tmp_path) == ["in.zarr", "o.zarr"]
 
 
@@ -413,11 +526,132 @@ def test_version_without_the_parser_matches_the_parser(capsys):
     assert capsys.readouterr().out == fast == f"daskdepth {daskdepth.__version__}\n"
 
 
-def test_unknown_covariance_is_passed_through(tmp_path, capsys):
+def test_unknown_covariance_is_a_usage_error(tmp_path, capsys):
+    # Refused by the parser (exit 2, nothing started), naming the valid estimates.
     src = _array_store(tmp_path / "in.zarr", _data())
     assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--covariance",
-                 "no-such-estimate", *SYNC]) == 1
-    assert "covariance" in capsys.readouterr().err
+                 "no-such-estimate", *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert "invalid choice: 'no-such-estimate'" in err and "fitting" not in err
+    for name in COVARIANCE_METHODS:
+        assert repr(name) in err
+    assert _names(tmp_path) == ["in.zarr"]
+    assert main(["score", "--help"]) == 0
+    text = "".join(capsys.readouterr().out.split())  # the help wraps lines, also at hyphens
+    assert "covarianceestimateforAI-IRW:" + ",".join(COVARIANCE_METHODS) in text
+
+
+@pytest.mark.parametrize("address", ["bogus", "tcp://host", "tcp://host:port", "http://h:1",
+                                     "tcp://h:0"])
+def test_scheduler_address_is_checked_by_the_parser(capsys, address):
+    assert main(["score", "in.zarr", "--out", "o.zarr", "--scheduler", address]) == 2
+    err = capsys.readouterr().err
+    assert "expected the address of a running Dask scheduler, tcp://HOST:PORT" in err
+    assert "threads" in err  # the local schedulers are named too
+
+
+def test_info_has_no_quiet_option(capsys):
+    assert main(["info", "m.zarr", "-q"]) == 2
+    assert "unrecognized arguments: -q" in capsys.readouterr().err
+    assert main(["info", "--help"]) == 0
+    assert "a model saved by 'daskdepth fit', or an output" in capsys.readouterr().out
+
+
+def test_version_loads_neither_dask_nor_numpy():
+    proc = subprocess.run(
+        [sys.executable, "-c", "import sys; from daskdepth.cli import main; main(['--version']);"
+         " print(sorted(m for m in ('dask', 'numpy', 'xarray', 'zarr') if m in sys.modules))"],
+        capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.splitlines() == [f"daskdepth {daskdepth.__version__}", "[]"]
+
+
+def test_info_json_into_a_closed_pipe(tmp_path):
+    """``daskdepth info --json ... | head``: the reader leaves early; no traceback."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "-q", *SYNC]) == 0
+    proc = subprocess.Popen([sys.executable, "-m", "daskdepth", "info", "--json",
+                             str(tmp_path / "m.zarr")], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    proc.stdout.close()  # before the process writes anything
+    err = proc.stderr.read().decode()
+    proc.wait(timeout=120)
+    assert err == "" and proc.returncode == 141
+
+
+def test_distributed_logs_are_held_back_unless_debug(tmp_path, capfd, caplog, monkeypatch):
+    """A failing job prints one line, whatever distributed logs meanwhile."""
+
+    def failing(*args, **kwargs):
+        logging.getLogger("distributed.client").error("Traceback (most recent call last): ...")
+        logging.getLogger("tornado.application").error("Exception in callback ...")
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(jobs, "fit", failing)
+    src = _array_store(tmp_path / "in.zarr", _data())
+    caplog.set_level(logging.INFO)
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 1
+    assert capfd.readouterr().err.splitlines() == [
+        "daskdepth: error: RuntimeError: boom", "(run with --debug for the traceback)"]
+    assert caplog.records == []  # not even to a handler that does not print
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", "--debug",
+                 *SYNC]) == 1
+    assert [r.name for r in caplog.records] == ["distributed.client", "tornado.application"]
+    assert not logging.root.manager.disable  # restored after the job
+
+
+def test_dashboard_of_the_local_cluster_is_on_this_machine_only(capsys):
+    with Runner(None, UI()) as runner:
+        sockets = runner.cluster.scheduler.http_server._sockets.values()
+        hosts = {s.getsockname()[0] for s in sockets}
+        port = runner.client.scheduler_info()["services"]["dashboard"]
+    assert hosts == {"127.0.0.1"}
+    assert f"dashboard: http://127.0.0.1:{port}/status" in capsys.readouterr().err
+
+
+def _serve(reply: bytes | None) -> tuple[socket.socket, threading.Thread]:
+    """A TCP server on 127.0.0.1 that sends ``reply`` to each connection (None: nothing)."""
+    server = socket.create_server(("127.0.0.1", 0))
+
+    def loop() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            if reply is not None:
+                conn.sendall(reply)
+            time.sleep(5)
+            conn.close()
+
+    thread = threading.Thread(target=loop, daemon=True)
+    thread.start()
+    return server, thread
+
+
+@pytest.mark.parametrize("reply, message", [
+    (None, "accepted the connection but sent no Dask handshake"),
+    (b"SSH-2.0-OpenSSH_9.6\r\n", "is not a Dask scheduler"),
+    (b"HTTP/1.1 400 Bad Request\r\n\r\n", "is not a Dask scheduler"),
+])
+def test_scheduler_that_is_not_dask_is_named_at_once(tmp_path, reply, message):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    server, _ = _serve(reply)
+    address = f"tcp://127.0.0.1:{server.getsockname()[1]}"
+    try:
+        start = time.monotonic()
+        proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--scheduler",
+                    address, "--timeout", "3", timeout=120)
+        waited = time.monotonic() - start
+    finally:
+        server.close()
+    assert proc.returncode == 1, proc.stderr
+    lines = proc.stderr.strip().splitlines()
+    assert lines[0] == (f"connecting to the Dask scheduler at {address} (waiting up to 3 s; "
+                        "--timeout changes it)")
+    assert lines[1].startswith("daskdepth: error: ") and address in lines[1]
+    assert message in lines[1] and "8786" in lines[1]
+    assert len(lines) == 2 and waited < 60
     assert _names(tmp_path) == ["in.zarr"]
 
 
@@ -440,15 +674,52 @@ def test_demo_data_is_deterministic():
 
 def test_demo_small(tmp_path, capsys):
     out = tmp_path / "demo.zarr"
-    assert main(["demo", "--rows", "4000", "--out", str(out), *SYNC]) == 0
-    text = capsys.readouterr().out
-    assert "4,000 rows x 4 features (80 planted outliers)" in text
+    picture = tmp_path / "demo.png"
+    assert main(["demo", "--rows", "4000", "--out", str(out), "--picture", str(picture),
+                 *SYNC]) == 0
+    captured = capsys.readouterr()
+    text = captured.out
+    assert "4,000 generated rows x 4 features (correlated Gaussian, 80 planted outliers)" in text
     auroc = float(text.split("AUROC:")[1].split()[0])
     assert auroc > 0.95
     assert str(out.resolve()) in text
     ds = _open(out)
     assert ds["depth"].shape == (4000,) and int(ds["outlier"].sum()) > 0
-    assert _names(tmp_path) == ["demo.zarr"]  # the demo's input is removed
+    flagged = int(ds["outlier"].sum())
+    assert f"flagged:     {flagged:,} of 4,000 rows ({flagged / 40:.2f}%)" in text
+    assert f"picture:     {picture}" in text
+    assert picture.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert _names(tmp_path) == ["demo.png", "demo.zarr"]  # the demo's input is removed
+
+
+def test_demo_leaves_nothing_in_the_temporary_folder(tmp_path, capsys, monkeypatch):
+    scratch = tmp_path / "scratch"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
+    monkeypatch.setattr("daskdepth.cli.demo.kernels_cached", lambda: False)
+    assert main(["demo", "--rows", "3000", "--picture", str(tmp_path / "p.png"), *SYNC]) == 0
+    captured = capsys.readouterr()
+    assert "output:      not kept (pass --out PATH to keep the depth)" in captured.out
+    assert "first run: daskdepth compiles its kernels (about 20 s more" in captured.err
+    assert list(scratch.iterdir()) == []
+    assert _names(tmp_path) == ["p.png", "scratch"]
+
+
+def test_demo_without_matplotlib_says_how_to_get_the_picture(tmp_path, capsys, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib.figure", None)  # import fails
+    assert main(["demo", "--rows", "3000", "--picture", str(tmp_path / "p.png"), "-q",
+                 *SYNC]) == 0
+    assert ("picture:     none: pip install 'daskdepth[plot]' (matplotlib) and run the demo "
+            "again") in capsys.readouterr().out
+    assert _names(tmp_path) == []
+
+
+def test_demo_help(capsys):
+    assert main(["demo", "--help"]) == 0
+    text = " ".join(capsys.readouterr().out.split())
+    assert "%%" not in text
+    assert "4 features, 2% of them planted outliers" in text
+    assert "The first run compiles daskdepth's kernels" in text
 
 
 # --------------------------------------------------------------------------- as a process
@@ -515,7 +786,7 @@ def test_existing_scheduler(tmp_path):
     proc = _run("score", str(src), "--out", str(tmp_path / "p.zarr"), "--scheduler",
                 "tcp://127.0.0.1:1", env=env)
     assert proc.returncode == 1
-    assert "cannot connect to the Dask scheduler at 'tcp://127.0.0.1:1'" in proc.stderr
+    assert "cannot connect to the Dask scheduler at tcp://127.0.0.1:1" in proc.stderr
     assert _names(tmp_path) == ["in.zarr", "o.zarr"]
 
 
@@ -552,7 +823,48 @@ def test_progress_bar_on_a_terminal(tmp_path):
         os.close(master)
     err = b"".join(chunks).decode(errors="replace")
     assert proc.returncode == 0, err
-    assert "% Completed" in err and "scoring and writing" in err
+    # One bar style throughout, labelled with the phase: fitting passes and the writing.
+    for label in ("fitting AI-IRW: moments", "fitting AI-IRW: pilot", "writing: score"):
+        assert f"| {label}" in err, err
+    assert "% Completed" not in err  # distributed's own bar (another style, no label) is gone
+
+
+def test_phase_lines_when_not_a_terminal(tmp_path):
+    """Redirected to a file, a job prints one line per phase with its time."""
+    src = _array_store(tmp_path / "in.zarr", _data(20_000, 3), chunks=2_000)
+    proc = _run("score", str(src), "--out", str(tmp_path / "o.zarr"), "--scheduler", "threads",
+                "--covariance", "mcd", "--contamination", "0.05", "--seed", "1")
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stderr.splitlines()
+    for phase_name in ("moments", "mcd-subsample", "mcd-fastmcd", "pilot", "offset"):
+        assert any(re.fullmatch(rf"  fitting AI-IRW: {phase_name} done in \d+\.\d s", line)
+                   for line in lines), (phase_name, lines)
+    assert any(re.fullmatch(r"  writing: score done in \d+\.\d s", line) for line in lines)
+    assert "\r" not in proc.stderr  # no bar redrawn in a file
+    flagged = int(_open(tmp_path / "o.zarr")["outlier"].sum())
+    assert proc.stdout.strip().endswith(
+        f", {flagged:,} of 20,000 rows ({flagged / 200:.2f}%) flagged as outliers")
+
+
+def test_progress_of_a_repeated_phase_does_not_restart():
+    """The passes of an iterative phase (MCD C-steps) form one run: counted, not restarted."""
+    err = io.StringIO()
+    ui = UI()
+    ui.progress = False
+    with contextlib.redirect_stderr(err), dask.config.set(scheduler="sync"), \
+            Progress(ui, "fitting", None) as progress:
+        for _ in range(3):
+            with phase("cstep"):
+                dask.compute(da.ones(8, chunks=2).sum())
+            assert progress._fraction(progress.run) == 1.0
+        total = progress._counter.total
+        with phase("reweight"):
+            pass
+    assert total >= 3 * 4  # the three passes' tasks add up
+    lines = err.getvalue().splitlines()
+    assert len(lines) == 2
+    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes", lines[0])
+    assert re.fullmatch(r"  fitting: reweight done in \d+\.\d s", lines[1])
 
 
 def _wait_for(predicate, proc: subprocess.Popen, timeout: float = 240) -> None:

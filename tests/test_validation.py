@@ -342,3 +342,83 @@ def test_sparse_input_message():
     xs = sparse.random(30, 3, density=0.5, format="csr", random_state=0)
     with pytest.raises((TypeError, ValueError), match="(?i)sparse"):
         daskdepth.AIIRW(n_directions=5).fit(xs)
+
+
+# --------------------------------------------------------------------------- plans that cannot fit
+
+
+@pytest.fixture
+def no_pass(monkeypatch):
+    """Fail the test if a fit reaches its first pass over the data."""
+    import daskdepth.fitting.fit as fit_module
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the fit started a pass before refusing")
+
+    monkeypatch.setattr(fit_module, "moments_pass", forbidden)
+
+
+@pytest.mark.parametrize("make, params, hint", [
+    # 10 million directions: terabytes of summary
+    (lambda: gaussian_data(1000, 5, seed=1), dict(n_directions=10_000_000), "n_directions <="),
+    # exact on 2e7 rows (lazy: nothing is computed)
+    (lambda: dask.array.zeros((2 * 10**7, 5), chunks=(10**6, 5)), dict(tol=0),
+     "tol=0: exact"),
+    # tol so small that every row gets a leaf
+    (lambda: dask.array.zeros((2 * 10**7, 5), chunks=(10**6, 5)), dict(tol=1e-12),
+     "at tol=1e-12"),
+    # 2,000 x 5,000: the default m = 500,000 directions
+    (lambda: dask.array.zeros((2000, 5000), chunks=(500, 5000)), {}, "500,000 directions"),
+])
+@pytest.mark.parametrize("model", MODELS)
+def test_plan_too_large_is_refused_before_any_pass(no_pass, make, params, hint, model):
+    with pytest.raises(daskdepth.FitTooLargeError, match="the fit needs about") as exc:
+        model(random_state=0, **params).fit(make())
+    text = str(exc.value)
+    assert hint in text and "more than half of" in text
+    assert re.search(r"use n_directions <= [\d,]+", text)
+
+
+def test_tiny_tol_is_exact_not_an_overflow(x):
+    """tol=1e-320 (1 / tol overflows) means every leaf is exact: the tol=0 result."""
+    exact = daskdepth.AIIRW(n_directions=20, tol=0, random_state=0).fit(x)
+    tiny = daskdepth.AIIRW(n_directions=20, tol=1e-320, random_state=0).fit(x)
+    np.testing.assert_array_equal(tiny.score_samples(x), exact.score_samples(x))
+    assert tiny.error_bound_ == 0
+
+
+# --------------------------------------------------------------------------- misleading messages
+
+
+@pytest.mark.parametrize("dtype, base", [(np.uint64, 2**63), (np.int64, 2**62)])
+@pytest.mark.parametrize("lazy", [False, True])
+def test_wide_integers_are_not_called_constant(dtype, base, lazy):
+    """64-bit ids or timestamps that float64 rounds together: the message says why."""
+    rng = np.random.default_rng(0)
+    x = (dtype(base) + rng.integers(0, 400, size=(500, 3)).astype(dtype)).astype(dtype)
+    data = dask.array.from_array(x, chunks=(100, 3)) if lazy else x
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # the in-memory warning, checked below
+        with pytest.raises(ValueError, match=r"holds (u)?int64 integers.*rounds beyond 2\*\*53.*"
+                                             r"X - X.min\(axis=0\)"):
+            daskdepth.AIIRW(random_state=0).fit(data)
+    if not lazy:
+        with pytest.warns(UserWarning, match="beyond 2\\*\\*53 \\(largest"):
+            with pytest.raises(ValueError):
+                daskdepth.AIIRW(random_state=0).fit(data)
+    # the fix the message suggests works, and gives a depth
+    shifted = x - x.min(axis=0)
+    assert daskdepth.AIIRW(random_state=0).fit(shifted).score_samples(shifted).shape == (500,)
+
+
+@pytest.mark.parametrize("cov", [-np.eye(3), np.array([[1.0, 2.0, 0], [2.0, 1.0, 0], [0, 0, 1]])])
+def test_precomputed_covariance_must_be_positive_semidefinite(x, cov):
+    with pytest.raises(ValueError, match="must be positive semi-definite, but its smallest "
+                                         "eigenvalue is -1"):
+        daskdepth.AIIRW(covariance=cov).fit(x)
+
+
+def test_singular_precomputed_covariance_is_accepted(x):
+    cov = np.diag([1.0, 1.0, 0.0])
+    with pytest.warns(daskdepth.CovarianceRankWarning):
+        daskdepth.AIIRW(covariance=cov, n_directions=10, random_state=0).fit(x)

@@ -221,7 +221,22 @@ class Runner:
         nthreads = sum(self.client.nthreads().values())
         note = "" if _has_bokeh() else " (install bokeh to use it)"
         self.ui.status(f"local Dask cluster with {nthreads} threads; dashboard: "
-                       f"{self.client.dashboard_link}{note}")
+                       f"{self._dashboard_link()}{note}")
+
+    def _dashboard_link(self) -> str:
+        """Where the local cluster's dashboard answers (the host it was bound to).
+
+        distributed's ``dashboard_link`` names the machine's address, on which a
+        dashboard bound to 127.0.0.1 does not listen.
+        """
+        host = self.dashboard_address.rpartition(":")[0].strip("[]")
+        try:
+            port = self.client.scheduler_info()["services"]["dashboard"]
+        except Exception:  # no dashboard (e.g. bokeh missing): distributed's link
+            return self.client.dashboard_link
+        if host in ("", "0.0.0.0", "::"):
+            return self.client.dashboard_link
+        return f"http://{'[' + host + ']' if ':' in host else host}:{port}/status"
 
     def close(self) -> None:
         """Close the client and the cluster it started (errors while closing are ignored)."""
@@ -308,6 +323,7 @@ class Progress:
         self.start = time.monotonic()
         self.run: _PhaseRun | None = None
         self._lock = threading.Lock()
+        self._draw_lock = threading.Lock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._counter = _TaskCounter() if client is None else None
@@ -334,6 +350,8 @@ class Progress:
             self.run.local = span_id is None
             if span_id is not None:
                 self.run.span_ids.append(span_id)
+        if self._thread is not None:  # show each phase at once, however short
+            self._draw()
 
     def _log(self, run: _PhaseRun, now: float) -> None:
         """One line per finished phase when stderr is not a terminal."""
@@ -377,6 +395,10 @@ class Progress:
         return int(total), int(done)
 
     def _draw(self) -> None:
+        with self._draw_lock:
+            self._draw_line()
+
+    def _draw_line(self) -> None:
         with self._lock:
             run = self.run
         elapsed = time.monotonic() - self.start

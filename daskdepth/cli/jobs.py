@@ -33,6 +33,7 @@ from ..storage.atomic import SafeOutput, check_output, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
 from .cluster import Runner
+from .parser import estimator_params
 from .ui import UI
 
 #: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
@@ -64,19 +65,7 @@ class OutputInfo(NamedTuple):
 
 def make_model(args: argparse.Namespace, seed: int) -> DepthDetector:
     """The estimator the options ask for, through :func:`daskdepth.estimators.make_estimator`."""
-    params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
-                                  support_fraction=args.support_fraction, tol=args.tol,
-                                  random_state=seed, nan_policy=args.nan_policy or "raise",
-                                  frame=args.frame)
-    if args.contamination is not None:
-        params["contamination"] = args.contamination
-    # Options of one depth only, passed when given (make_estimator refuses them elsewhere).
-    if args.affine_invariant:
-        params["affine_invariant"] = True
-    for name in ("subsample_size", "scope"):
-        if getattr(args, name) is not None:
-            params[name] = getattr(args, name)
-    return make_estimator(args.depth, **params)
+    return make_estimator(args.depth, **estimator_params(args, seed))
 
 
 def draw_seed(seed: int | None) -> int:

@@ -226,7 +226,8 @@ def build_parser() -> argparse.ArgumentParser:
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     # The commands are listed once, in DESCRIPTION, with their arguments.
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS)
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", help=argparse.SUPPRESS,
+                                prog="daskdepth")
     sub.required = True
 
     p = sub.add_parser("score", parents=[common, debug, cluster, fitting, nan_policy, source],
@@ -297,8 +298,29 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def estimator_params(args: argparse.Namespace, seed: int | None) -> dict[str, Any]:
+    """The estimator parameters of the fitting options (those of one depth only when given)."""
+    params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
+                                  support_fraction=args.support_fraction, tol=args.tol,
+                                  random_state=seed, nan_policy=args.nan_policy or "raise",
+                                  frame=args.frame)
+    if args.contamination is not None:
+        params["contamination"] = args.contamination
+    # Options of one depth only, passed when given (make_estimator refuses them elsewhere).
+    if args.affine_invariant:
+        params["affine_invariant"] = True
+    for name in ("subsample_size", "scope"):
+        if getattr(args, name) is not None:
+            params[name] = getattr(args, name)
+    return params
+
+
 def check_options(args: argparse.Namespace) -> None:
     """Refuse options that contradict each other (a ValueError says which and what to do).
+
+    The fitting options must make an estimator
+    (:func:`daskdepth.estimators.make_estimator`), so that a combination the
+    depth cannot use is a usage error before any work.
 
     Examples
     --------
@@ -311,13 +333,22 @@ def check_options(args: argparse.Namespace) -> None:
 it out, or use --depth ai-irw
     """
     depth = getattr(args, "depth", None)
-    covariance = getattr(args, "covariance", "sample")
+    if depth is None:  # apply, info, demo: no fitting options
+        return
+    covariance = args.covariance
     if depth == "irw" and covariance != "sample":
         raise ValueError(f"--covariance {covariance} does not apply to --depth irw (IRW does "
                          "not whiten): leave it out, or use --depth ai-irw")
-    if getattr(args, "support_fraction", None) is not None and covariance != "mcd":
+    if args.support_fraction is not None and covariance != "mcd":
         raise ValueError("--support-fraction applies to --covariance mcd only: add "
                          "--covariance mcd, or leave --support-fraction out")
+    # deferred: the estimators import Dask (build_parser has loaded them already)
+    from ..estimators import make_estimator
+
+    try:
+        make_estimator(depth, **estimator_params(args, None))
+    except TypeError as exc:
+        raise ValueError(str(exc)) from None
 
 
 def parse_command_line(argv: list[str]) -> argparse.Namespace:

@@ -89,7 +89,19 @@ def fit_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
                          f"{d} features, got {cov.shape}")
     if not np.isfinite(cov).all() or not np.allclose(cov, cov.T, rtol=1e-10, atol=0):
         raise ValueError("a precomputed covariance must be finite and symmetric")
-    return CovarianceFit(mean, (cov + cov.T) / 2, None, False)
+    cov = (cov + cov.T) / 2
+    eig = np.linalg.eigvalsh(cov)
+    if eig[0] < -PSD_RTOL * max(abs(eig[-1]), abs(eig[0])):
+        raise ValueError(
+            f"a precomputed covariance must be positive semi-definite, but its smallest "
+            f"eigenvalue is {eig[0]:.3g} (largest {eig[-1]:.3g}); pass a covariance matrix, "
+            "e.g. np.cov(X, rowvar=False), or one of the estimates by name")
+    return CovarianceFit(mean, cov, None, False)
+
+
+#: Relative size of a negative eigenvalue of a precomputed covariance still taken for
+#: rounding noise (a covariance computed in float64 may have such eigenvalues).
+PSD_RTOL = 1e-10
 
 
 #: The accepted values of ``covariance=`` besides a precomputed matrix.

@@ -18,7 +18,7 @@ from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
 from ..runtime.keys import key_name
 from ..storage.modelformat import save_model
-from .inputs import Input, as_input
+from .inputs import Input, as_input, wide_integer_message
 from .params import check_param
 
 
@@ -48,7 +48,16 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _fit(self, X: Any) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)
-        self._fit_model(data)
+        try:
+            self._fit_model(data)
+        except ValueError as exc:
+            # Zero covariance from 64-bit integers: float64 may have rounded them together
+            # (a uint64 id or a nanosecond timestamp): say so instead of "constant".
+            dtype = data.source_dtype
+            if "covariance of the reference data is zero" in str(exc) and \
+                    dtype.kind in "iu" and dtype.itemsize == 8:
+                raise ValueError(f"{exc}. {wide_integer_message(dtype, 'X')}") from exc
+            raise
         self.n_features_in_ = data.n_features
         if data.feature_names is not None:
             self.feature_names_in_ = data.feature_names
@@ -110,7 +119,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _check_input(self, X: Any) -> Input:
         check_is_fitted(self, "summary_")
-        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy)
+        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False)
         if data.n_features != self.n_features_in_:
             raise ValueError(
                 f"X has {data.n_features} features, but {type(self).__name__} is expecting "
@@ -153,9 +162,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         counts on both sides of itself: in-sample depth is at most (n + 1) / 2n,
         plus half the share of rows it is tied with).
 
-        NumPy in gives NumPy out, dask in gives a lazy dask array with the same
-        row chunks, and a DataArray gives a DataArray over its first dimension
-        with that dimension's coordinates.  Rows with NaN or inf raise under
+        NumPy (or pandas) in gives NumPy out, a dask array gives a lazy dask
+        array with the same row chunks, a dask DataFrame a lazy dask Series
+        aligned with its index, and a DataArray gives a DataArray over its
+        first dimension with that dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
 
         The training rows of an in-memory fit are not scored again: their

@@ -1,13 +1,24 @@
 """Input checks at the public boundary: every problem named, with its fix.
 
 NumPy, dask, xarray and pandas inputs become one float64 dask array with a
-single column chunk; :meth:`Input.wrap` gives results back in the input's kind.
+single column chunk; :meth:`Input.wrap` gives results back in the input's kind:
+
+- NumPy (and lists, pandas DataFrames) in: NumPy out (as scikit-learn's
+  detectors; a DataFrame's column names become ``feature_names_in_``);
+- dask array in: lazy dask array out, with the same row chunks;
+- dask DataFrame in: lazy dask Series out, aligned with the DataFrame's index
+  and partitions (``ddf.assign(depth=model.score_samples(ddf))`` works); its
+  column names become ``feature_names_in_``.  Fitting needs the partitions'
+  lengths (the keyed row sample is drawn on global row numbers): unless they
+  are known, one quick pass counts them.  Scoring does not;
+- xarray DataArray in: DataArray out over its first dimension.
 """
 
 from __future__ import annotations
 
 import math
 import uuid
+import warnings
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,11 +42,12 @@ class Input:
     """
 
     array: da.Array
-    kind: str  # "numpy", "dask" or "xarray"
+    kind: str  # "numpy", "dask", "dask-dataframe" or "xarray"
     original: Any
     feature_names: np.ndarray | None
     values: np.ndarray | None = None
     _token: str | None = field(default=None, repr=False)
+    source_dtype: np.dtype = np.dtype(np.float64)  # before the conversion to float64
 
     @property
     def n_features(self) -> int:
@@ -58,6 +70,12 @@ class Input:
             return depth
         if self.kind == "numpy":
             return np.asarray(depth.compute())
+        if self.kind == "dask-dataframe":
+            # Imported here: dask.dataframe (and pandas' extension types) loads only for
+            # DataFrame input.
+            import dask.dataframe as dd
+
+            return dd.from_dask_array(depth, index=self.original.index).rename(name)
         xa = self.original
         dim = xa.dims[0]
         data = depth if xa.chunks is not None else np.asarray(depth.compute())
@@ -66,33 +84,73 @@ class Input:
 
 
 def as_input(x: Any, *, what: str = "X", min_samples: int = 1,
-             nan_policy: str = "raise") -> Input:
+             nan_policy: str = "raise", lengths: bool = True) -> Input:
     """Validate ``x`` and wrap it as a float64 dask array with one column chunk.
 
     In-memory input is checked for NaN/inf here; dask input is checked by the
-    first pass over it (fit) or by each scoring task.
+    first pass over it (fit) or by each scoring task.  ``lengths=False`` (for
+    scoring) leaves a dask DataFrame's unknown partition lengths unknown, so
+    that nothing is computed.
     """
-    kind, data, feature_names = _unwrap(x, what)
-    _check_dtype(np.dtype(data.dtype), what)
-    _check_shape(data, what, min_samples)
+    kind, data, feature_names = _unwrap(x, what, lengths)
+    source_dtype = np.dtype(data.dtype)
+    _check_dtype(source_dtype, what)
+    _check_shape(data, what, min_samples, unknown_rows=kind == "dask-dataframe")
     values = None
     if isinstance(data, da.Array):
         arr = data if data.dtype == np.float64 else data.astype(np.float64)
         if arr.numblocks[1] > 1:
             arr = arr.rechunk({1: -1})
     else:
+        _warn_wide_integers(data, what)
         values = np.asarray(data, dtype=np.float64)
         arr = _from_memory(values, what, nan_policy)
-    return Input(arr, kind, x, feature_names, values)
+    return Input(arr, kind, x, feature_names, values, source_dtype=source_dtype)
 
 
-def _unwrap(x: Any, what: str) -> tuple[str, Any, np.ndarray | None]:
+def _is_dask_frame(x: Any) -> bool:
+    """A dask DataFrame or Series (without importing dask.dataframe)."""
+    module = type(x).__module__
+    return module.startswith("dask.dataframe") or module.startswith("dask_expr")
+
+
+def _column_names(columns: Any) -> np.ndarray | None:
+    """Feature names from DataFrame columns: all strings, or none (as scikit-learn)."""
+    cols = np.asarray(list(columns), dtype=object)
+    return cols if all(isinstance(c, str) for c in cols) else None
+
+
+def _check_frame_dtypes(dtypes: Any, what: str) -> None:
+    """Name the columns of a (dask or pandas) DataFrame that are not real numbers."""
+    bad = [(str(name), str(dtype)) for name, dtype in dtypes.items()
+           if getattr(dtype, "kind", "O") not in "biuf"]
+    if bad:
+        listed = ", ".join(f"{name!r} ({dtype})" for name, dtype in bad[:5])
+        more = f" and {len(bad) - 5} more" if len(bad) > 5 else ""
+        raise TypeError(f"{what} has columns that are not real numbers: {listed}{more}; depth "
+                        "needs numbers: drop them or encode them as numbers")
+
+
+def _unwrap_dask_frame(x: Any, what: str, lengths: bool) -> tuple[str, Any, np.ndarray | None]:
+    if getattr(x, "ndim", 2) != 2:  # a dask Series: one column of values
+        raise ValueError(f"{what} is a dask Series (1-D); depth needs a 2-D table (n_samples, "
+                         f"n_features): pass a DataFrame, e.g. {what}.to_frame()")
+    _check_frame_dtypes(x.dtypes, what)
+    # Rows are numbered globally for the keyed row sample (fit): with lengths=True the
+    # partitions' lengths are counted when unknown.  Scoring keeps them unknown (lazy).
+    arr = x.to_dask_array(lengths=True) if lengths else x.to_dask_array()
+    return "dask-dataframe", arr, _column_names(x.columns)
+
+
+def _unwrap(x: Any, what: str, lengths: bool = True) -> tuple[str, Any, np.ndarray | None]:
     """The input's kind, its array (dask or with ``dtype`` and ``ndim``), its feature names."""
     if isinstance(x, xr.Dataset):
         raise TypeError(
             f"{what} is an xarray.Dataset; pass one variable, e.g. ds['name'], or use "
             "daskdepth.score_dataset(ds, 'name')"
         )
+    if _is_dask_frame(x):
+        return _unwrap_dask_frame(x, what, lengths)
     kind, names = "numpy", None
     if isinstance(x, xr.DataArray):
         kind = "xarray"
@@ -102,9 +160,9 @@ def _unwrap(x: Any, what: str) -> tuple[str, Any, np.ndarray | None]:
                 names = coord.astype(object)
         x = x.data
     elif hasattr(x, "columns") and hasattr(x, "to_numpy"):
-        cols = np.asarray(list(x.columns), dtype=object)
-        if all(isinstance(c, str) for c in cols):
-            names = cols
+        if hasattr(x, "dtypes"):
+            _check_frame_dtypes(x.dtypes, what)
+        names = _column_names(x.columns)
         x = x.to_numpy()
     if isinstance(x, da.Array):
         return ("dask" if kind == "numpy" else kind), x, names
@@ -129,8 +187,11 @@ def _check_dtype(dtype: np.dtype, what: str) -> None:
         )
 
 
-def _check_shape(x: Any, what: str, min_samples: int) -> None:
-    """Two dimensions, known chunk sizes, at least one feature and ``min_samples`` rows."""
+def _check_shape(x: Any, what: str, min_samples: int, unknown_rows: bool = False) -> None:
+    """Two dimensions, known chunk sizes, at least one feature and ``min_samples`` rows.
+
+    ``unknown_rows``: a dask DataFrame scored lazily, whose partition lengths may be unknown.
+    """
     if x.ndim != 2:
         if x.ndim == 1:
             raise ValueError(
@@ -140,6 +201,8 @@ def _check_shape(x: Any, what: str, min_samples: int) -> None:
             )
         raise ValueError(f"{what} has {x.ndim} dimensions with shape {x.shape}; depth needs a "
                          "2-D array (n_samples, n_features)")
+    if unknown_rows and isinstance(x, da.Array) and any(math.isnan(c) for c in x.chunks[0]):
+        return
     if isinstance(x, da.Array) and any(math.isnan(c) for axis in x.chunks for c in axis):
         raise ValueError(
             f"{what} has unknown chunk sizes (after boolean indexing or a filter); call "
@@ -154,6 +217,29 @@ def _check_shape(x: Any, what: str, min_samples: int) -> None:
             f"{what} has {n} {noun} (shape {x.shape}); a depth reference needs at least "
             f"{min_samples} rows"
         )
+
+
+#: Integers of larger magnitude are not all exact in float64 (53-bit significand).
+FLOAT64_EXACT_INT = 2**53
+
+
+def wide_integer_message(dtype: np.dtype, what: str, largest: Any = None) -> str:
+    """Why 64-bit integers beyond 2**53 are a problem, and the lossless fix."""
+    held = (f"{dtype} integers beyond 2**53 (largest {largest})" if largest is not None else
+            f"{dtype} integers")
+    return (f"{what} holds {held}, which float64 (the depth's arithmetic) rounds beyond 2**53: "
+            "rows that differ only in their last bits become equal. Subtract an offset first, "
+            f"e.g. {what} - {what}.min(axis=0), which leaves the depth unchanged")
+
+
+def _warn_wide_integers(x: Any, what: str) -> None:
+    """Warn when in-memory 64-bit integers lose precision in float64."""
+    source = np.asarray(x)
+    if source.dtype.kind in "iu" and source.dtype.itemsize == 8 and source.size:
+        largest = max(int(source.max()), -int(source.min()))
+        if largest >= FLOAT64_EXACT_INT:
+            warnings.warn(wide_integer_message(source.dtype, what, largest), UserWarning,
+                          stacklevel=4)
 
 
 def _from_memory(x: np.ndarray, what: str, nan_policy: str) -> da.Array:

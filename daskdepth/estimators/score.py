@@ -4,21 +4,48 @@ from __future__ import annotations
 
 from typing import Any
 
+import numpy as np
+
+from .params import check_param
 from .registry import make_estimator
+
+
+def _n_features(x: Any) -> int | None:
+    """The feature count of a 2-D input, read from its shape (nothing computed); else None."""
+    shape = getattr(x, "shape", None)
+    if shape is None:
+        shape = np.shape(x)
+    if len(shape) != 2:
+        return None  # refused, with its own message, by the estimator
+    try:
+        return int(shape[1])
+    except (TypeError, ValueError):  # pragma: no cover - a lazily known column count
+        return None
 
 
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
           n_directions: int | str | None = None, covariance: object = "sample",
           tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
-          support_fraction: float | None = None, **options: Any) -> Any:
+          support_fraction: float | None = None, contamination: float | None = None,
+          **options: Any) -> Any:
     """Depth of each row of ``X`` with respect to ``reference`` (default: ``X`` itself).
+
+    The fit runs when ``score`` is called and ``score`` returns once it is done:
+    for dask input that is a moments pass, the passes of robust covariances, and
+    one or two passes that build the depth summary (see the README's "Accuracy
+    guarantee"), each a ``dask.compute`` on the current scheduler.  Only the
+    scoring of ``X`` is lazy: for dask input the returned depth is a dask
+    collection that scores when computed.  To fit once and score several
+    inputs, or to keep the fitted model, use the estimators
+    (:class:`daskdepth.AIIRW`, ...) directly.
 
     Parameters
     ----------
-    X : array-like, dask array or xarray.DataArray of shape (n_samples, n_features)
+    X : array-like, dask array or DataFrame, or xarray.DataArray of shape (n_samples, n_features)
         Points to score.
     reference : same kinds as ``X``, optional
         Reference sample defining the depth; ``None`` scores ``X`` against itself.
+        It must have the features of ``X``.
     depth : {'ai-irw', 'irw', 'halfspace', 'halfspace-mass'}, default='ai-irw'
         :class:`daskdepth.AIIRW`, :class:`daskdepth.IRW`,
         :class:`daskdepth.Halfspace` or :class:`daskdepth.HalfspaceMass`.
@@ -27,6 +54,10 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
         refuses values other than the defaults (``covariance`` and
         ``support_fraction`` apply to AI-IRW and the affine-invariant halfspace
         depth, ``tol`` to all but the half-space mass).
+    contamination : float in (0, 0.5], optional
+        Also flag outliers: the rows of ``X`` whose depth is below the
+        ``contamination`` quantile of the reference's depths (``offset_`` of the
+        fitted model).  Then ``(depth, outlier)`` is returned.
     **options
         Parameters of the chosen depth only, e.g. ``frame='invariant'`` for
         'ai-irw', ``affine_invariant=True`` for 'halfspace', ``subsample_size``
@@ -35,8 +66,13 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     Returns
     -------
     depth : same container kind as ``X``
-        NumPy in gives NumPy out; dask in gives a lazy dask array with the same
-        row chunks; a DataArray gives a DataArray over its first dimension.
+        NumPy (or pandas) in gives NumPy out; a dask array gives a lazy dask
+        array with the same row chunks; a dask DataFrame a lazy dask Series
+        aligned with its index; a DataArray gives a DataArray over its first
+        dimension.
+    outlier : same container kind as ``depth``, boolean
+        Only with ``contamination``: True for the flagged rows (False for rows
+        with NaN depth under ``nan_policy='omit'``).
 
     Examples
     --------
@@ -49,9 +85,27 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     >>> t = daskdepth.score(X, depth="halfspace", affine_invariant=True, random_state=0)
     >>> float(t.min()), bool(t.max() <= 0.5)  # the least deep rows: only themselves
     (0.001, True)
+    >>> d, outlier = daskdepth.score(X, random_state=0, contamination=0.05)
+    >>> int(outlier.sum())
+    50
     """
+    if contamination is not None:
+        check_param("contamination", contamination, "daskdepth.score")
+    if reference is not None:
+        d_x, d_ref = _n_features(X), _n_features(reference)
+        if d_x is not None and d_ref is not None and d_x != d_ref:
+            raise ValueError(f"X has {d_x} features but reference has {d_ref}; the depth of a "
+                             "point is defined against reference rows of the same features")
+    if contamination is not None:
+        options["contamination"] = contamination
     model = make_estimator(depth, n_directions=n_directions, covariance=covariance, tol=tol,
                            random_state=random_state, nan_policy=nan_policy,
                            support_fraction=support_fraction, **options)
     model.fit(X if reference is None else reference)
-    return model.score_samples(X)
+    result = model.score_samples(X)
+    if contamination is None:
+        return result
+    outlier = result < model.offset_
+    if hasattr(outlier, "rename"):  # DataArray, dask Series
+        outlier = outlier.rename("outlier")
+    return result, outlier

@@ -10,7 +10,13 @@ import numpy as np
 from dask.base import tokenize
 
 from ..covariance.estimate import fit_covariance
-from ..errors import CovarianceRankWarning, FrameWarning, SummaryMemoryWarning, nan_rows_message
+from ..errors import (
+    CovarianceRankWarning,
+    FitTooLargeError,
+    FrameWarning,
+    SummaryMemoryWarning,
+    nan_rows_message,
+)
 from ..kernels.directions import direction_spread, directions_for_std, draw_directions
 from ..kernels.frame import FrameReport
 from ..kernels.whitening import whitening
@@ -21,6 +27,7 @@ from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
+    plan_memory_message,
     prefer_sorted,
     row_chunk,
     summary_memory_message,
@@ -45,7 +52,9 @@ SAMPLE_BYTES = 256 * 2**20
 
 def pilot_sample_size(d: int, tol: float) -> int:
     """Expected size of the row sample for ``d`` features and tolerance ``tol``."""
-    want = SAMPLE_SIZE if tol <= 0 else max(SAMPLE_SIZE, int(np.ceil(SAMPLE_PER_LEAF / tol)))
+    # min() before int(): SAMPLE_PER_LEAF / tol overflows to inf for tol near 1e-320
+    want = SAMPLE_SIZE if tol <= 0 else max(SAMPLE_SIZE,
+                                            int(min(np.ceil(SAMPLE_PER_LEAF / tol), SAMPLE_MAX)))
     return int(max(1024, min(want, SAMPLE_MAX, SAMPLE_BYTES // (8 * d))))
 
 
@@ -112,6 +121,8 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     """
     n_total, d = x.shape
     whiten = depth == "ai-irw" if whiten is None else bool(whiten)
+    if n_directions != "auto":  # refused before the first pass when the plan cannot fit
+        _check_plan(n_total, d, n_directions if n_directions is not None else 100 * d, tol)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
                      whiten, statistic)
@@ -130,6 +141,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
             warnings.warn(frame_message(report, d), FrameWarning, stacklevel=WARN_LEVEL)
     if n_directions == "auto":
         m = _auto_directions(mom.sample, location, w, d, seed)
+        _check_plan(mom.n, d, m, tol)  # before the summary's passes
     else:
         m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
@@ -171,6 +183,17 @@ def _auto_directions(sample: np.ndarray, location: np.ndarray, w: np.ndarray | N
                             AUTO_PILOT, d, w)
     spread = direction_spread(picks(AUTO_REFERENCE), picks(AUTO_POINTS), location, pilot)
     return directions_for_std(float(spread.max(initial=0.0)), AUTO_STD, AUTO_MIN, AUTO_MAX)
+
+
+def _check_plan(n: int, d: int, m: int, tol: float) -> None:
+    """Refuse a fit of ``m`` directions over ``n x d`` rows at ``tol`` that cannot fit in memory.
+
+    ``n`` bounds the finite rows; with at most a row sample's worth of them the
+    summary may be the sorted projections (:func:`~daskdepth.runtime.memory.prefer_sorted`).
+    """
+    too_large = plan_memory_message(n, d, m, tol, in_memory=n <= pilot_sample_size(d, tol))
+    if too_large:
+        raise FitTooLargeError(too_large)
 
 
 def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:

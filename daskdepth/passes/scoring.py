@@ -17,6 +17,9 @@ def _valid_rows(x: np.ndarray, raise_nan: bool, block_info: dict | None) -> np.n
     if raise_nan and not valid.all():
         start = block_info[0]["array-location"][0][0] if block_info else 0
         bad = np.flatnonzero(~valid)
+        if start != start:  # NaN: a dask DataFrame's partition of unknown position
+            raise ValueError(nan_rows_message(bad.size, bad, "a partition of the input "
+                                              "(rows counted within it)"))
         raise ValueError(nan_rows_message(bad.size, start + bad, "a chunk of the input"))
     return valid
 

@@ -153,6 +153,21 @@ BYTES_PER_LEAF_LARGE_N = 32
 SUMMARY_SHARE = 1 / 4
 
 
+def leaves_per_direction(n: int, tol: float) -> int:
+    """Most leaves a direction's summary holds: about ``1 / tol``, at most ``n``.
+
+    Examples
+    --------
+    >>> leaves_per_direction(10**6, 1e-4), leaves_per_direction(500, 0.0)
+    (10001, 500)
+    >>> leaves_per_direction(10**6, 1e-320)  # no overflow: as exact
+    1000000
+    """
+    if tol <= 0 or 1.0 / tol >= n:  # also tol so small that 1 / tol overflows
+        return max(1, int(n))
+    return max(1, min(int(n), int(1.0 / tol) + 1))
+
+
 def summary_bytes(m: int, n: int, tol: float) -> int:
     """Approximate bytes of the depth summary of ``m`` directions over ``n`` rows.
 
@@ -165,9 +180,8 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
     120
     """
-    leaves = n if tol <= 0 else min(n, int(1 / tol) + 1)
     per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
-    return int(m) * max(1, leaves) * per_leaf
+    return int(m) * leaves_per_direction(n, tol) * per_leaf
 
 
 #: Bytes per reference row and direction of the exact in-memory summary
@@ -229,6 +243,84 @@ def summary_memory_message(m: int, n: int, tol: float,
     return (f"{what} takes about {size / 2**20:,.0f} MiB on every worker, more than a quarter "
             f"of the workers' memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill "
             "or pause. Raise tol, lower n_directions, or give the workers more memory")
+
+
+#: Share of the smallest worker memory limit above which a fit is refused before it starts:
+#: the summary is held by every worker next to the tasks' working sets.
+SUMMARY_REFUSE_SHARE = 1 / 2
+
+
+#: Share of this machine's memory that the fit's client-side arrays (the directions, and the
+#: summary, assembled here) may take.
+CLIENT_SHARE = 1 / 2
+
+
+def _size(nbytes: float) -> str:
+    """``1.5 GiB``: a byte count for messages."""
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{nbytes / 2**10:,.1f} KiB"
+
+
+def plan_memory_message(n: int, d: int, m: int, tol: float,
+                        memory: WorkerMemory | None = None,
+                        local: WorkerMemory | None = None,
+                        in_memory: bool = False) -> str | None:
+    """Why a fit of ``m`` directions over ``n x d`` rows at ``tol`` cannot fit in memory.
+
+    None when it can.  Checked before the first pass, from the shape alone: the
+    summary (at most ``leaves_per_direction(n, tol)`` leaves per direction, sent
+    to every worker) must stay under half the smallest worker's memory limit,
+    and the directions and the summary under half of this machine's memory
+    (the client draws the directions and assembles the summary).  The message
+    says what would fit: fewer directions, a larger ``tol``, more memory.
+    ``in_memory``: all rows fit the row sample, so the summary may be the sorted
+    projections when smaller (:func:`prefer_sorted`).
+
+    Examples
+    --------
+    >>> mem = WorkerMemory(2**33, 1)
+    >>> print(plan_memory_message(10**7, 5, 10**7, 1e-4, mem, mem))
+    ... # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    the fit needs about 2.9 TiB for its depth summary (10,000,000 directions x up to 10,001
+    leaves at tol=0.0001), more than half of a worker's memory limit (8.0 GiB): use
+    n_directions <= 13,418, or tol >= 0.083, or workers with more memory
+    >>> plan_memory_message(10**7, 5, 500, 1e-4, mem, mem) is None
+    True
+    """
+    mem = memory or worker_memory()
+    here = local or _local_memory()
+    leaves = leaves_per_direction(n, tol)
+    per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
+    if in_memory and sorted_summary_bytes(1, n) < leaves * per_leaf:  # as prefer_sorted()
+        leaves, per_leaf = int(n), BYTES_PER_SORTED_VALUE
+    summary = int(m) * leaves * per_leaf
+    directions = 8 * int(m) * int(d)
+    worker_room = SUMMARY_REFUSE_SHARE * mem.limit
+    client_room = CLIENT_SHARE * here.limit
+    if summary > worker_room:
+        need, room, where = summary, worker_room, "half of a worker's memory limit"
+        limit = mem.limit
+    elif summary + directions > client_room:
+        need, room, where = summary + directions, client_room, "half of this machine's memory"
+        limit = here.limit
+    else:
+        return None
+    exact = " (tol=0: exact, one leaf per distinct value)" if tol <= 0 else f" at tol={tol:g}"
+    kept = (f"{leaves:,} sorted values (exact)" if per_leaf == BYTES_PER_SORTED_VALUE else
+            f"up to {leaves:,} leaves{exact}")
+    what = (f"its depth summary ({m:,} directions x {kept})" if need == summary else
+            f"its {m:,} directions of {d:,} features and its depth summary ({m:,} x {kept})")
+    max_m = int(room // (leaves * per_leaf + 8 * d))
+    fixes = [f"n_directions <= {max_m:,}" if max_m >= 1 else None]
+    max_leaves = int(room // max(1, m * per_leaf)) - 1
+    if max_leaves >= 2 and max_leaves < n:
+        fixes.append(f"tol >= {1.0 / max_leaves:.2g}")
+    options = ", or ".join(f for f in fixes if f)
+    return (f"the fit needs about {_size(need)} for {what}, more than {where} "
+            f"({_size(limit)}): use {options + ', or ' if options else ''}"
+            f"{'workers with more memory' if need == summary else 'a machine with more memory'}")
 
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory

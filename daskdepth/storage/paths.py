@@ -10,6 +10,7 @@ user's data.  Callers turn the two failures of :func:`open_node`
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import warnings
 from collections.abc import Iterator
@@ -46,11 +47,23 @@ def is_url(path: str | os.PathLike[str]) -> bool:
 
 
 def local_path(path: str | os.PathLike[str]) -> Path:
-    """Absolute local path for a path or ``file://`` URL (symbolic links resolved)."""
+    """Absolute local path for a path or ``file://`` URL (symbolic links resolved).
+
+    Raises
+    ------
+    OSError
+        (``errno.ELOOP``) when symbolic links on the path form a loop.
+    """
     text = os.fspath(path)
     if text.startswith("file://"):
         text = text[len("file://"):]
-    return Path(text).expanduser().resolve()
+    try:
+        return Path(text).expanduser().resolve()
+    except RuntimeError as exc:  # Python < 3.13: "Symlink loop from ..."
+        error = OSError(f"{text!r} is a loop of symbolic links ({exc}); point the links at a "
+                        "real file or directory")
+        error.errno = errno.ELOOP
+        raise error from None
 
 
 def is_zarr_store(path: Path) -> bool:
