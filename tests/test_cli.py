@@ -538,7 +538,8 @@ def test_unknown_covariance_is_a_usage_error(tmp_path, capsys):
     assert _names(tmp_path) == ["in.zarr"]
     assert main(["score", "--help"]) == 0
     text = "".join(capsys.readouterr().out.split())  # the help wraps lines, also at hyphens
-    assert "covarianceestimateforAI-IRW:" + ",".join(COVARIANCE_METHODS) in text
+    assert "--covarianceNAMEcovarianceestimateforAI-IRW" in text
+    assert ":" + ",".join(COVARIANCE_METHODS) + "(default:sample" in text
 
 
 @pytest.mark.parametrize("address", ["bogus", "tcp://host", "tcp://host:port", "http://h:1",
