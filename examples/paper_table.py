@@ -103,8 +103,12 @@ def run_iforest(xd: da.Array, seed: int) -> np.ndarray:
 
 def run_autoencoder(x: np.ndarray, seed: int) -> np.ndarray:
     """Minus pyod's AutoEncoder reconstruction error (defaults): higher = more normal."""
+    import torch
     from pyod.models.auto_encoder import AutoEncoder
 
+    # One thread: batches of 32 rows through a small network gain nothing from more, and
+    # threads spinning against the other processes of a busy machine cost a lot.
+    torch.set_num_threads(1)
     return -AutoEncoder(random_state=seed, verbose=0).fit(x).decision_scores_
 
 
