@@ -10,14 +10,20 @@ oracle's per-direction depths, and its coverage on fixed seeds.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import warnings
+from pathlib import Path
 
 import dask
 import dask.array as da
 import numpy as np
 import pytest
 import xarray as xr
+import zarr
 from conftest import DISTRIBUTED_ROWS, chunked
+from dask.callbacks import Callback
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from oracle import direction_depths
@@ -27,6 +33,7 @@ import daskdepth
 from daskdepth.cli import main
 from daskdepth.estimators import make_estimator
 from daskdepth.fitting import fit as fit_module
+from daskdepth.fitting import frame as frame_module
 from daskdepth.kernels.frame import invariant_frame
 from daskdepth.runtime.keys import key_name
 
@@ -102,6 +109,24 @@ def test_frame_basis_is_equivariant(covariance):
     np.testing.assert_allclose(mx.basis_.T @ mx.covariance_ @ mx.basis_, np.eye(4), atol=1e-9)
     assert np.diff(mx.frame_eigenvalues_).max() < 0 and mx.frame_eigenvalues_.mean() == \
         pytest.approx(1.0)
+
+
+@pytest.mark.parametrize("cond,passes", [(1.0, 1), (1e3, 2)])
+def test_one_and_two_frame_passes_agree(cond, passes, monkeypatch):
+    """A whitening already exact to 2**-32 needs one pass (first-order correction)."""
+    rng = np.random.default_rng(8)
+    x = rng.standard_t(6, size=(3000, 3)) @ conditioned(rng, 3, cond).T
+    calls = []
+    real = frame_module.frame_pass
+    monkeypatch.setattr(frame_module, "frame_pass",
+                        lambda *a, **k: calls.append(k["k"]) or real(*a, **k))
+    one = _fit(x, n_directions=10, random_state=0)
+    assert len(calls) == passes
+    monkeypatch.setattr(frame_module, "ONE_PASS_TOL", -1.0)  # always two passes
+    two = _fit(x, n_directions=10, random_state=0)
+    assert len(calls) == passes + 2
+    np.testing.assert_allclose(one.basis_, two.basis_, rtol=0,
+                               atol=1e-8 * np.abs(two.basis_).max())
 
 
 def test_invariant_frame_kernel_rotates_with_its_input():
@@ -226,8 +251,6 @@ def test_frame_pass_keys_are_named():
 
     def record(key):
         seen.append(key[0] if isinstance(key, tuple) else key)
-
-    from dask.callbacks import Callback  # only this test needs it
 
     with Callback(start_state=lambda dsk, state: [record(k) for k in dsk]):
         _fit(x, n_directions=10, random_state=0)
@@ -354,8 +377,6 @@ def test_invariant_model_saves_and_loads(tmp_path):
 
 
 def test_cli_writes_depth_std_with_the_invariant_frame(tmp_path):
-    import zarr  # only the command-line tests need a store
-
     x = np.random.default_rng(0).normal(size=(600, 3))
     src = tmp_path / "in.zarr"
     zarr.create_array(str(src), data=x, chunks=(150, 3))
@@ -371,3 +392,17 @@ def test_cli_writes_depth_std_with_the_invariant_frame(tmp_path):
     assert "standard error" in ds.depth_std.attrs["long_name"]
     assert main(["score", str(src), "--out", str(tmp_path / "o2.zarr"), "--n-directions",
                  "many", "-q"]) == 2
+
+
+@pytest.mark.slow
+def test_figure_script_runs_small(tmp_path):
+    """examples/fig_invariance.py at DASKDEPTH_NOTEBOOK_SMALL=1 sizes."""
+    script = Path(__file__).resolve().parents[1] / "examples" / "fig_invariance.py"
+    env = dict(os.environ, DASKDEPTH_NOTEBOOK_SMALL="1", MPLBACKEND="Agg")
+    subprocess.run([sys.executable, str(script), "--out", str(tmp_path)], check=True, env=env,
+                   capture_output=True, timeout=600)
+    ranks = np.genfromtxt(tmp_path / "fig_invariance_ranks.csv", delimiter=",", names=True,
+                          dtype=None, encoding="utf-8")
+    invariant = ranks[ranks["frame"] == "invariant"]
+    assert (invariant["tau_in"] >= 0.9999).all() and (invariant["tau_out"] >= 0.9999).all()
+    assert (tmp_path / "fig_invariance.png").stat().st_size > 10_000

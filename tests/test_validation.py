@@ -240,7 +240,8 @@ def test_score_before_fit(x):
 # --------------------------------------------------------------------------- parameters
 
 
-ND = r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\) or None"
+ND = (r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\), a str among "
+      r"\{'auto'\} or None")
 ND_BOOL = r"'n_directions' parameter of \w+ must be a number, not a bool"
 TOL = r"'tol' parameter of \w+ must be a float in the range \[0\.0, 0\.5\)"
 NAN = r"'nan_policy' parameter of \w+ must be a str among \{'(raise|omit)', '(raise|omit)'\}"
@@ -251,6 +252,7 @@ INVALID = [
     ({"n_directions": 0}, ND + r"\. Got 0 instead; None means 100 x n_features"),
     ({"n_directions": -3}, ND + r"\. Got -3 instead"),
     ({"n_directions": 2.5}, ND + r"\. Got 2\.5 instead"),
+    ({"n_directions": "many"}, ND + r"\. Got 'many' instead; .*'auto' picks m"),
     ({"n_directions": True}, ND_BOOL + r"\. Got True instead"),
     ({"tol": -1}, TOL + r"\. Got -1 instead; tol=0 gives the exact depth"),
     ({"tol": 0.7}, TOL + r"\. Got 0\.7 instead"),
