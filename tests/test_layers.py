@@ -140,14 +140,23 @@ def find_cycle(graph: dict[str, list[tuple[str, int, bool]]]) -> list[str] | Non
     return None
 
 
+def _said_why(lines: list[str], line: int) -> bool:
+    """A comment on the import's line, or above the group of imports it belongs to."""
+    if "#" in lines[line - 1]:
+        return True
+    i = line - 2
+    while i >= 0 and (lines[i].strip().startswith(("from ", "import ")) or not lines[i].strip()):
+        i -= 1
+    return i >= 0 and lines[i].strip().startswith("#")
+
+
 def unexplained_nested(graph: dict[str, list[tuple[str, int, bool]]],
                        files: dict[str, Path]) -> list[str]:
     bad = []
     for m, edges in graph.items():
         lines = files[m].read_text().splitlines()
         for _, line, inside in edges:
-            said = "#" in lines[line - 1] or lines[line - 2].strip().startswith("#")
-            if inside and not said:
+            if inside and not _said_why(lines, line):
                 bad.append(f"{m}:{line}: {lines[line - 1].strip()}")
     return bad
 
