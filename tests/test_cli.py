@@ -9,6 +9,7 @@ codes, the default local cluster, progress on a terminal, SIGKILL) run
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -39,7 +40,7 @@ from daskdepth.cli.demo import demo_data
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import OLD_MARK, TMP_MARK
+from daskdepth.storage.atomic import LEASE_MARK, OLD_MARK, TMP_MARK, Lease, this_process
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -324,11 +325,21 @@ def test_overwrite_refuses_non_zarr_directories(tmp_path, capsys):
     assert (tmp_path / "docs" / "notes.txt").read_text() == "precious"
 
 
+def _killed_job(directory: Path, name: str) -> str:
+    """The lease a killed job left for ``name``: this machine, a process that has ended.
+
+    Returns the job's id (``<pid>-<hex>``), which names its temporaries too.
+    """
+    pid = _dead_pid()
+    owner = dataclasses.replace(this_process(), pid=pid, start="1")
+    (directory / f"{name}{LEASE_MARK}{pid}-deadbeef0000").write_text(
+        Lease(owner, "token", False).to_json())
+    return f"{pid}-deadbeef0000"
+
+
 def test_next_run_cleans_leftovers(tmp_path):
     src = _array_store(tmp_path / "in.zarr", _data())
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f"out.zarr{TMP_MARK}{dead.pid}-deadbeef0000"
+    stale = tmp_path / f"out.zarr{TMP_MARK}{_killed_job(tmp_path, 'out.zarr')}"
     stale.mkdir()
     (stale / "zarr.json").write_text("{}")
     assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), "-q", *SYNC]) == 0
@@ -338,7 +349,7 @@ def test_next_run_cleans_leftovers(tmp_path):
 def test_output_restored_from_a_killed_job_is_refused_before_any_work(tmp_path, capsys):
     """An old output that a killed job had moved aside comes back first, then the checks."""
     src = _array_store(tmp_path / "in.zarr", _data())
-    aside = tmp_path / f"out.zarr{OLD_MARK}{_dead_pid()}-deadbeef0000"
+    aside = tmp_path / f"out.zarr{OLD_MARK}{_killed_job(tmp_path, 'out.zarr')}"
     _array_store(aside, _data(50))
     assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), *SYNC]) == 2
     err = capsys.readouterr().err

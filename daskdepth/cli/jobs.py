@@ -17,7 +17,7 @@ import shlex
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -200,8 +200,28 @@ def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: Sa
         _, count = runner.compute((delayed, ds["outlier"].data.sum()), "writing")
         flagged.append(int(count))
 
-    write_dataset(ds, out.path, compute=compute)
+    write_store(runner, ds, out, compute=compute)
     return flagged[0] if flagged else None
+
+
+def write_store(runner: Runner, ds: Any, out: SafeOutput, label: str = "writing",
+                compute: Callable[[Any], Any] | None = None) -> None:
+    """Write ``ds`` into the output's temporary on the runner (``compute`` runs the write).
+
+    When the write fails or is interrupted, the temporary is removed only once
+    no worker can still write to it (:meth:`Runner.compute` waits for them);
+    otherwise it is kept, with a lease that stops other jobs from removing it
+    while the workers may finish their tasks.
+    """
+    if runner.remote:
+        out.expect_remote_writers()
+    try:
+        write_dataset(ds, out.path, compute=compute or (lambda d: runner.compute(d, label)))
+    except BaseException:
+        if runner.stray_writers:
+            out.keep("the cluster's workers may still be writing to it (the scheduler did not "
+                     "confirm that they stopped)")
+        raise
 
 
 def flagged_text(flagged: int | None, rows: int) -> str:

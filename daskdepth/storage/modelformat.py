@@ -435,7 +435,8 @@ def _write(doc: dict[str, Any], arrays: dict[str, np.ndarray], path: str | os.Pa
     import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
     with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
-        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
+        # mode "a": the directory exists and holds SafeOutput's owner file
+        group = zarr.open_group(str(out.path), mode="a", zarr_format=3)
         for apath, arr in arrays.items():
             group.create_array(apath, data=arr, chunks=_chunks(arr))
         group.attrs[ATTR] = doc
