@@ -37,10 +37,18 @@ import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
 from daskdepth.cli.cluster import Progress, Runner
 from daskdepth.cli.demo import demo_data
+from daskdepth.cli.jobs import write_store
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import LEASE_MARK, OLD_MARK, TMP_MARK, Lease, this_process
+from daskdepth.storage.atomic import (
+    LEASE_MARK,
+    OLD_MARK,
+    TMP_MARK,
+    Lease,
+    SafeOutput,
+    this_process,
+)
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -420,6 +428,17 @@ def test_sample_dimension_of_a_dataset(tmp_path, capsys):
     assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "p.zarr"),
                  "--sample-dim", "row", *SYNC]) == 1
     assert "has no dimension 'row' (its dimensions: feature, time)" in capsys.readouterr().err
+def test_failed_write_on_threads_leaves_no_temporary(tmp_path):
+    """A chunk fails while other threads still compute theirs: none of them writes afterwards."""
+    from proccluster import slow_chunk  # the tests' helpers, also used by cluster workers
+
+    x = da.zeros(1200, chunks=100).map_blocks(slow_chunk, 0.5, 2, dtype=float)
+    out = tmp_path / "out.zarr"
+    with pytest.raises(RuntimeError, match="chunk 2 cannot be read"), \
+            SafeOutput(out) as safe, Runner("threads", UI(quiet=True)) as runner:
+        write_store(runner, xr.Dataset({"depth": ("sample", x)}), safe, "writing")
+    time.sleep(1.5)  # a task still running would have written by now
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- bad input
