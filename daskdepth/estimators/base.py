@@ -31,6 +31,15 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     #: What the display says of the covariance of a depth that does not whiten.
     _no_whitening = "none (IRW does not whiten)"
 
+    #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
+    _fitted_attributes: tuple[str, ...] = (
+        "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
+        "n_samples_fit_", "covariance_rank_", "error_bound_", "n_passes_", "summary_",
+        "_sample_depth", "_fit_token", "_train_depth", "_train_token", "offset_")
+    #: Fitted attributes set only for some inputs (string feature names) or frames.
+    _optional_fitted_attributes: tuple[str, ...] = ("feature_names_in_", "basis_",
+                                                    "frame_eigenvalues_")
+
     # ---------------------------------------------------------------- fitting
 
     def _covariance_spec(self) -> object:
