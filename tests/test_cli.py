@@ -49,6 +49,7 @@ from daskdepth.storage.atomic import (
     SafeOutput,
     this_process,
 )
+from daskdepth.storage.modelformat import save_model
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -295,6 +296,23 @@ def test_info_model_and_output(tmp_path, capsys):
         "saved by 'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
 
 
+def test_info_escapes_control_characters(tmp_path, capsys):
+    """Metadata of models and outputs is untrusted: no escape sequence reaches the terminal."""
+    evil = "x\x1b[2J\x1b]0;owned\x07\nforged:   line\u202e"
+    model = daskdepth.IRW(n_directions=20, random_state=0).fit(_data())
+    save_model(model, tmp_path / "m.zarr", metadata={"input_path": evil})
+    assert main(["info", str(tmp_path / "m.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\u202e" not in text and "\nforged" not in text
+    assert "x\\x1b[2J\\x1b]0;owned\\x07\\nforged:   line\\u202e" in text
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 0
+    zarr.open_group(str(tmp_path / "o.zarr"), mode="r+").attrs["note"] = evil
+    assert main(["info", str(tmp_path / "o.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\u202e" not in text and "\nforged" not in text
+
+
 # --------------------------------------------------------------------------- overwrite rules
 
 
@@ -320,6 +338,38 @@ def test_output_equal_to_input_is_refused(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "is the input" in err and "lies inside the input" in err
     assert _names(src) == before
+    np.testing.assert_array_equal(zarr.open_array(str(src))[:], _data())
+
+
+def test_overwrite_refuses_stores_daskdepth_did_not_write(tmp_path, capsys):
+    """A project folder with a config file named zarr.json was wiped by --overwrite."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (project / "train.py").write_text("precious")
+    assert main(["score", str(src), "--out", str(project), "--overwrite", *SYNC]) == 2
+    assert "a Zarr store that daskdepth did not write" in capsys.readouterr().err
+    assert (project / "train.py").read_text() == "precious"
+    assert main(["score", str(src), "--out", str(src), "--overwrite", *SYNC]) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
+                    reason="bind mounts need root")
+def test_input_under_another_mount_is_not_overwritten(tmp_path, capsys):
+    """``score src/in.zarr --out alias/in.zarr --overwrite`` with alias a bind mount of src."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "alias").mkdir()
+    src = _array_store(tmp_path / "src" / "in.zarr", _data())
+    if subprocess.run(["mount", "--bind", str(tmp_path / "src"), str(tmp_path / "alias")],
+                      capture_output=True).returncode:
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        code = main(["score", str(src), "--out", str(tmp_path / "alias" / "in.zarr"),
+                     "--overwrite", *SYNC])
+    finally:
+        subprocess.run(["umount", str(tmp_path / "alias")], check=False)
+    assert code == 2 and "is the input" in capsys.readouterr().err
     np.testing.assert_array_equal(zarr.open_array(str(src))[:], _data())
 
 

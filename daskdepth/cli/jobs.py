@@ -34,7 +34,7 @@ from ..storage.modelformat import is_model, read_attributes, save_model, utc_now
 from ..storage.paths import is_url, local_path, open_dataset
 from .cluster import Runner
 from .parser import estimator_params
-from .ui import UI
+from .ui import UI, printable
 
 #: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
 SEED_RANGE = 2**31
@@ -390,7 +390,7 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
     lines.append(f"  format version: {document['format_version']}")
     lines.append(f"  saved:          {document.get('created', '?')} by daskdepth "
                  f"{document.get('versions', {}).get('daskdepth', '?')}")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def output_info(path: str) -> OutputInfo | None:
@@ -409,4 +409,4 @@ def output_info(path: str) -> OutputInfo | None:
              "  variables:      " + ", ".join(f"{k} {ds[k].dims}" for k in ds.data_vars),
              f"  rows:           {ds['depth'].shape[0]:,}"]
     lines += [f"  {key + ':':<22}{value}" for key, value in attrs.items() if key != "title"]
-    return OutputInfo(attrs, "\n".join(lines))
+    return OutputInfo(attrs, "\n".join(printable(line) for line in lines))
