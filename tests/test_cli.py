@@ -505,6 +505,7 @@ def test_failed_write_on_threads_leaves_no_temporary(tmp_path):
         ("plain", ["plain"], "is a directory but not a Zarr store"),
         ("nan", ["n.zarr"], "3 rows with NaN or inf values"),
         ("one", ["one.zarr"], "has 1 row; a depth reference needs at least 2"),
+        ("holes", ["h.zarr"], "1 of 4 chunks of the array 'h.zarr' are missing"),
     ],
 )
 def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, message):
@@ -528,6 +529,9 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, mes
         zarr.create_array("n.zarr", data=x)
     elif setup == "one":
         zarr.create_array("one.zarr", data=np.ones((1, 3)))
+    elif setup == "holes":
+        _array_store(Path("h.zarr"), _data())
+        shutil.rmtree("h.zarr/c/2")  # rows 400-599: Zarr would read them as zeros
     assert main(["score", *args, "--out", "out.zarr", "-q", *SYNC]) == 1
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -535,6 +539,15 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, mes
     assert message in captured.err and "Traceback" not in captured.err
     assert not Path("out.zarr").exists()
     assert not any(TMP_MARK in p.name for p in Path(".").iterdir())
+
+
+def test_fill_missing_chunks_option(tmp_path):
+    src = _array_store(tmp_path / "h.zarr", _data())
+    shutil.rmtree(src / "c" / "2")
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 1
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--fill-missing-chunks",
+                 "-q", *SYNC]) == 0
+    assert _open(tmp_path / "o.zarr")["depth"].shape == (800,)
 
 
 def test_nan_hint_and_omit(tmp_path, capsys):

@@ -99,13 +99,16 @@ def prepare_output(path: str, inputs: Sequence[str] = (), overwrite: bool = Fals
 
 
 def open_source(path: str, array: str | None, min_rows: int = 1,
-                sample_dim: str | None = None) -> ZarrInput:
+                sample_dim: str | None = None, fill_missing: bool = False) -> ZarrInput:
     """Open INPUT, refusing it when it has fewer than ``min_rows`` rows.
 
     Warns when it has more features than rows: a dataset stored as
     (feature, sample) is then read with features as rows (``--sample-dim``).
+    Missing chunks of the input are refused unless ``fill_missing``
+    (``--fill-missing-chunks``).
     """
-    source = open_input(path, array, sample_dim=sample_dim)
+    source = open_input(path, array, sample_dim=sample_dim,
+                        missing_chunks="fill" if fill_missing else "raise")
     n, d = source.shape
     if n < min_rows:
         noun = "row" if n == 1 else "rows"
@@ -244,7 +247,8 @@ def flagged_text(flagged: int | None, rows: int) -> str:
 def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreResult:
     """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT."""
     prepare_output(args.out, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     model = make_model(args, draw_seed(args.seed))
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
@@ -269,7 +273,8 @@ def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
 def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth fit INPUT --model MODEL``."""
     prepare_output(args.model, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     seed = draw_seed(args.seed)
     model = make_model(args, seed)
     with runner(args, ui) as run:
@@ -326,7 +331,8 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     model = load_model(args.model)
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
-    source = open_source(args.input, args.array, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     check_features(model, source, args.model)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
