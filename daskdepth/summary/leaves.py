@@ -247,7 +247,8 @@ class BlockLeaves:
         if not np.isfinite(cuts).all():
             raise ValueError("keys hold a value that is not finite")
         ascending = np.diff(cuts) > 0
-        ascending[cptr[1:-1][steps[:-1] > 0] - 1] = True  # the first key of a direction
+        starts = cptr[1:-1] - 1  # from a direction's last key to the next one's first
+        ascending[starts[(starts >= 0) & (starts < ascending.size)]] = True
         if not ascending.all():
             raise ValueError("a direction's keys are not increasing")
         built = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
