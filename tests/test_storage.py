@@ -489,6 +489,10 @@ def test_overwrite_replaces_only_what_daskdepth_wrote(tmp_path):
         check_output(ours, overwrite=True)
     (ours / "notes.txt").unlink()
     assert check_output(ours, overwrite=True) == ours
+    legacy = tmp_path / "legacy.zarr"  # an output of a daskdepth before the marker
+    zarr.create_array(str(legacy), data=_data()).attrs.update(
+        {"title": "daskdepth depth scores", "daskdepth_version": "0.1.0"})
+    assert check_output(legacy, overwrite=True) == legacy
     (tmp_path / "empty").mkdir()
     assert check_output(tmp_path / "empty", overwrite=True) == tmp_path / "empty"
     (tmp_path / "file.zarr").write_text("x")

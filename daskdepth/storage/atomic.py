@@ -186,10 +186,19 @@ def root_attributes(path: Path) -> dict[str, Any] | None:
     return None
 
 
+#: Root attributes of the outputs of daskdepth before they carried OUTPUT_ATTR.
+_LEGACY_OUTPUT = ("title", "daskdepth depth scores")
+
+
 def written_by_daskdepth(attrs: dict[str, Any]) -> bool:
-    """Whether a store's root attributes carry daskdepth's marker (an output or a model)."""
+    """Whether a store's root attributes carry daskdepth's marker (an output or a model).
+
+    Outputs written before the marker existed are recognised by their title
+    and ``daskdepth_version`` attribute.
+    """
     model = attrs.get(MODEL_ATTR)
-    return (attrs.get(OUTPUT_ATTR) == OUTPUT_VERSION
+    legacy = attrs.get(_LEGACY_OUTPUT[0]) == _LEGACY_OUTPUT[1] and "daskdepth_version" in attrs
+    return (attrs.get(OUTPUT_ATTR) == OUTPUT_VERSION or legacy
             or (isinstance(model, dict) and model.get("format") == MODEL_FORMAT))
 
 
@@ -637,9 +646,9 @@ class SafeOutput:
         self.kept = reason
         with _PENDING_LOCK:
             _PENDING.pop(self.path, None)
-        if not self.remote_writers:
-            self.expect_remote_writers()
-        with contextlib.suppress(OSError):
+        with contextlib.suppress(OSError):  # called while unwinding: never mask the cause
+            if not self.remote_writers:
+                self.expect_remote_writers()
             os.utime(self.lease)
 
     def verify(self, check: Callable[[Path], None] | None = None) -> None:
