@@ -242,3 +242,12 @@ def pressure_lines(cluster: ProcessCluster) -> list[str]:
         lines += [ln for ln in cluster.log(name).splitlines()
                   if any(mark in ln for mark in PRESSURE_MARKS)]
     return lines
+
+
+def slow_chunk(block: Any, delay: float, bad: int, block_info: Any = None) -> Any:
+    """A chunk of a test computation: chunk ``bad`` fails, the others take ``delay`` s."""
+    index = block_info[0]["chunk-location"][0]
+    if index == bad:
+        raise RuntimeError(f"chunk {index} cannot be read")
+    time.sleep(delay)
+    return block

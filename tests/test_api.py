@@ -428,3 +428,48 @@ def test_dask_ml_pipeline(gaussian):
     scaled = (gaussian - gaussian.mean(axis=0)) / gaussian.std(axis=0)
     direct = daskdepth.AIIRW(n_directions=30, random_state=0).fit(scaled)
     np.testing.assert_allclose(out.compute(), direct.score_samples(scaled), rtol=0, atol=1e-9)
+
+
+# --------------------------------------------------------------------------- feature names
+
+
+def test_feature_names_checked_as_scikit_learn_does():
+    """scikit-learn's own check: reordered, renamed or missing columns raise its errors."""
+    from sklearn.utils.estimator_checks import (  # only this test needs the check
+        check_dataframe_column_names_consistency,
+    )
+
+    for cls in MODELS:
+        check_dataframe_column_names_consistency(cls.__name__, _model(cls))
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_reordered_or_renamed_columns_are_refused(cls, gaussian):
+    pd = pytest.importorskip("pandas")
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
+    model = _model(cls).fit(df)
+    bad = [(df[["c", "b", "a"]], "must be in the same order as they were in fit"),
+           (df.rename(columns={"a": "x"}), "unseen at fit time:\n- x\n"),
+           (df[["a", "b"]], "seen at fit time, yet now missing:\n- c\n")]
+    for frame, pattern in bad:
+        for method in (model.score_samples, model.decision_function, model.predict):
+            with pytest.raises(ValueError, match=pattern):
+                method(frame)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        np.testing.assert_array_equal(model.score_samples(df), model.score_samples(df.copy()))
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        model.score_samples(gaussian)
+    with pytest.warns(UserWarning, match="X has feature names, but .* fitted without"):
+        _model(cls).fit(gaussian).score_samples(df)
+
+
+def test_xarray_feature_coordinates_are_checked(gaussian):
+    xa = xr.DataArray(gaussian, dims=("time", "feature"), coords={"feature": ["a", "b", "c"]})
+    model = _model(daskdepth.AIIRW).fit(xa)
+    with pytest.raises(ValueError, match="same order"):
+        model.score_samples(xa.isel(feature=[2, 1, 0]))
+    with pytest.raises(ValueError, match="unseen at fit time"):
+        model.score_samples(xa.assign_coords(feature=["a", "b", "z"]))
+    lazy = xa.chunk({"time": 500})
+    np.testing.assert_array_equal(model.score_samples(lazy).values, model.score_samples(xa).values)

@@ -9,6 +9,7 @@ codes, the default local cluster, progress on a terminal, SIGKILL) run
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import io
 import json
 import logging
@@ -36,10 +37,19 @@ import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
 from daskdepth.cli.cluster import Progress, Runner
 from daskdepth.cli.demo import demo_data
+from daskdepth.cli.jobs import write_store
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import OLD_MARK, TMP_MARK
+from daskdepth.storage.atomic import (
+    LEASE_MARK,
+    OLD_MARK,
+    TMP_MARK,
+    Lease,
+    SafeOutput,
+    this_process,
+)
+from daskdepth.storage.modelformat import save_model
 from daskdepth.storage.paths import quiet_zarr
 
 SYNC = ["--scheduler", "synchronous"]
@@ -286,6 +296,23 @@ def test_info_model_and_output(tmp_path, capsys):
         "saved by 'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
 
 
+def test_info_escapes_control_characters(tmp_path, capsys):
+    """Metadata of models and outputs is untrusted: no escape sequence reaches the terminal."""
+    evil = "x\x1b[2J\x1b]0;owned\x07\nforged:   line\u202e"
+    model = daskdepth.IRW(n_directions=20, random_state=0).fit(_data())
+    save_model(model, tmp_path / "m.zarr", metadata={"input_path": evil})
+    assert main(["info", str(tmp_path / "m.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\u202e" not in text and "\nforged" not in text
+    assert "x\\x1b[2J\\x1b]0;owned\\x07\\nforged:   line\\u202e" in text
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 0
+    zarr.open_group(str(tmp_path / "o.zarr"), mode="r+").attrs["note"] = evil
+    assert main(["info", str(tmp_path / "o.zarr")]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "\u202e" not in text and "\nforged" not in text
+
+
 # --------------------------------------------------------------------------- overwrite rules
 
 
@@ -314,6 +341,38 @@ def test_output_equal_to_input_is_refused(tmp_path, capsys):
     np.testing.assert_array_equal(zarr.open_array(str(src))[:], _data())
 
 
+def test_overwrite_refuses_stores_daskdepth_did_not_write(tmp_path, capsys):
+    """A project folder with a config file named zarr.json was wiped by --overwrite."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    project = tmp_path / "project"
+    project.mkdir()
+    (project / "zarr.json").write_text('{"zarr_format": 3, "node_type": "group"}')
+    (project / "train.py").write_text("precious")
+    assert main(["score", str(src), "--out", str(project), "--overwrite", *SYNC]) == 2
+    assert "a Zarr store that daskdepth did not write" in capsys.readouterr().err
+    assert (project / "train.py").read_text() == "precious"
+    assert main(["score", str(src), "--out", str(src), "--overwrite", *SYNC]) == 2
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("mount") is None,
+                    reason="bind mounts need root")
+def test_input_under_another_mount_is_not_overwritten(tmp_path, capsys):
+    """``score src/in.zarr --out alias/in.zarr --overwrite`` with alias a bind mount of src."""
+    (tmp_path / "src").mkdir()
+    (tmp_path / "alias").mkdir()
+    src = _array_store(tmp_path / "src" / "in.zarr", _data())
+    if subprocess.run(["mount", "--bind", str(tmp_path / "src"), str(tmp_path / "alias")],
+                      capture_output=True).returncode:
+        pytest.skip("bind mounts are not allowed here")
+    try:
+        code = main(["score", str(src), "--out", str(tmp_path / "alias" / "in.zarr"),
+                     "--overwrite", *SYNC])
+    finally:
+        subprocess.run(["umount", str(tmp_path / "alias")], check=False)
+    assert code == 2 and "is the input" in capsys.readouterr().err
+    np.testing.assert_array_equal(zarr.open_array(str(src))[:], _data())
+
+
 def test_overwrite_refuses_non_zarr_directories(tmp_path, capsys):
     src = _array_store(tmp_path / "in.zarr", _data())
     (tmp_path / "docs").mkdir()
@@ -324,11 +383,21 @@ def test_overwrite_refuses_non_zarr_directories(tmp_path, capsys):
     assert (tmp_path / "docs" / "notes.txt").read_text() == "precious"
 
 
+def _killed_job(directory: Path, name: str) -> str:
+    """The lease a killed job left for ``name``: this machine, a process that has ended.
+
+    Returns the job's id (``<pid>-<hex>``), which names its temporaries too.
+    """
+    pid = _dead_pid()
+    owner = dataclasses.replace(this_process(), pid=pid, start="1")
+    (directory / f"{name}{LEASE_MARK}{pid}-deadbeef0000").write_text(
+        Lease(owner, "token", False).to_json())
+    return f"{pid}-deadbeef0000"
+
+
 def test_next_run_cleans_leftovers(tmp_path):
     src = _array_store(tmp_path / "in.zarr", _data())
-    dead = subprocess.Popen([sys.executable, "-c", "pass"])
-    dead.wait()
-    stale = tmp_path / f"out.zarr{TMP_MARK}{dead.pid}-deadbeef0000"
+    stale = tmp_path / f"out.zarr{TMP_MARK}{_killed_job(tmp_path, 'out.zarr')}"
     stale.mkdir()
     (stale / "zarr.json").write_text("{}")
     assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), "-q", *SYNC]) == 0
@@ -338,7 +407,7 @@ def test_next_run_cleans_leftovers(tmp_path):
 def test_output_restored_from_a_killed_job_is_refused_before_any_work(tmp_path, capsys):
     """An old output that a killed job had moved aside comes back first, then the checks."""
     src = _array_store(tmp_path / "in.zarr", _data())
-    aside = tmp_path / f"out.zarr{OLD_MARK}{_dead_pid()}-deadbeef0000"
+    aside = tmp_path / f"out.zarr{OLD_MARK}{_killed_job(tmp_path, 'out.zarr')}"
     _array_store(aside, _data(50))
     assert main(["score", str(src), "--out", str(tmp_path / "out.zarr"), *SYNC]) == 2
     err = capsys.readouterr().err
@@ -409,6 +478,17 @@ def test_sample_dimension_of_a_dataset(tmp_path, capsys):
     assert main(["score", str(tmp_path / "t.zarr"), "--out", str(tmp_path / "p.zarr"),
                  "--sample-dim", "row", *SYNC]) == 1
     assert "has no dimension 'row' (its dimensions: feature, time)" in capsys.readouterr().err
+def test_failed_write_on_threads_leaves_no_temporary(tmp_path):
+    """A chunk fails while other threads still compute theirs: none of them writes afterwards."""
+    from proccluster import slow_chunk  # the tests' helpers, also used by cluster workers
+
+    x = da.zeros(1200, chunks=100).map_blocks(slow_chunk, 0.5, 2, dtype=float)
+    out = tmp_path / "out.zarr"
+    with pytest.raises(RuntimeError, match="chunk 2 cannot be read"), \
+            SafeOutput(out) as safe, Runner("threads", UI(quiet=True)) as runner:
+        write_store(runner, xr.Dataset({"depth": ("sample", x)}), safe, "writing")
+    time.sleep(1.5)  # a task still running would have written by now
+    assert list(tmp_path.iterdir()) == []
 
 
 # --------------------------------------------------------------------------- bad input
@@ -425,6 +505,7 @@ def test_sample_dimension_of_a_dataset(tmp_path, capsys):
         ("plain", ["plain"], "is a directory but not a Zarr store"),
         ("nan", ["n.zarr"], "3 rows with NaN or inf values"),
         ("one", ["one.zarr"], "has 1 row; a depth reference needs at least 2"),
+        ("holes", ["h.zarr"], "1 of 4 chunks of the array 'h.zarr' are missing"),
     ],
 )
 def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, message):
@@ -448,6 +529,9 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, mes
         zarr.create_array("n.zarr", data=x)
     elif setup == "one":
         zarr.create_array("one.zarr", data=np.ones((1, 3)))
+    elif setup == "holes":
+        _array_store(Path("h.zarr"), _data())
+        shutil.rmtree("h.zarr/c/2")  # rows 400-599: Zarr would read them as zeros
     assert main(["score", *args, "--out", "out.zarr", "-q", *SYNC]) == 1
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
@@ -455,6 +539,15 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, mes
     assert message in captured.err and "Traceback" not in captured.err
     assert not Path("out.zarr").exists()
     assert not any(TMP_MARK in p.name for p in Path(".").iterdir())
+
+
+def test_fill_missing_chunks_option(tmp_path):
+    src = _array_store(tmp_path / "h.zarr", _data())
+    shutil.rmtree(src / "c" / "2")
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "-q", *SYNC]) == 1
+    assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--fill-missing-chunks",
+                 "-q", *SYNC]) == 0
+    assert _open(tmp_path / "o.zarr")["depth"].shape == (800,)
 
 
 def test_nan_hint_and_omit(tmp_path, capsys):

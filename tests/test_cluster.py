@@ -9,6 +9,8 @@ stopped by the fixtures, also when a test fails.
 
 from __future__ import annotations
 
+import json
+import os
 import subprocess
 import sys
 import threading
@@ -28,6 +30,7 @@ from distributed import Client, LocalCluster
 from proccluster import (
     ProcessCluster,
     pressure_lines,
+    slow_chunk,
     start_cluster,
     wait_for_workers,
     worker_report,
@@ -35,6 +38,9 @@ from proccluster import (
 
 import daskdepth
 import daskdepth.runtime.memory
+from daskdepth.cli.cluster import Runner
+from daskdepth.cli.jobs import write_store
+from daskdepth.cli.ui import UI
 from daskdepth.errors import SummaryMemoryWarning
 from daskdepth.runtime.keys import is_package_key, task_prefix
 from daskdepth.runtime.memory import (
@@ -44,7 +50,8 @@ from daskdepth.runtime.memory import (
     summary_memory_message,
     worker_memory,
 )
-from daskdepth.storage.atomic import leftovers
+from daskdepth.storage import atomic
+from daskdepth.storage.atomic import Lease, SafeOutput, clean_leftovers, leftovers
 
 #: More rows than the in-memory exact path takes, so that fitting runs the
 #: distributed passes (moments, pilot, histogram, refine, score).
@@ -320,6 +327,79 @@ def test_scheduler_lost_mid_job(fresh_cluster, store, tmp_path):
     assert not out.exists()
     assert leftovers(out) == []
     assert waited < FAIL_WITHIN
+
+
+# --------------------------------------------------------------------------- failed writes
+
+#: Seconds each chunk of the slow writes below takes on a worker.
+CHUNK_SECONDS = 1.0
+
+
+def _slow_dataset(n_chunks: int = 12, bad: int = 4) -> xr.Dataset:
+    """A variable whose chunks take CHUNK_SECONDS each to compute; chunk ``bad`` fails."""
+    x = da.zeros(n_chunks * 100, chunks=100).map_blocks(slow_chunk, CHUNK_SECONDS, bad,
+                                                         dtype=float)
+    return xr.Dataset({"depth": ("sample", x)})
+
+
+def test_failed_write_leaves_no_temporary(cluster, tmp_path):
+    """A chunk fails while the other worker is computing the next: nothing is left behind.
+
+    The job removes its temporary only once no worker runs a task of the write
+    any more; removing it earlier let the running task re-create it with its chunk.
+    """
+    out = tmp_path / "out.zarr"
+    with pytest.raises(RuntimeError, match="chunk 4 cannot be read"), \
+            SafeOutput(out) as safe, Runner(cluster.address, UI(quiet=True)) as runner:
+        write_store(runner, _slow_dataset(), safe, "writing")
+    assert not runner.stray_writers
+    time.sleep(3 * CHUNK_SECONDS)  # a task still running would have written by now
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_write_losing_its_scheduler_keeps_the_temporary(fresh_cluster, tmp_path):
+    """Workers cannot be told to stop: the temporary stays, leased, until they are surely done."""
+    pc = fresh_cluster(2)
+    (tmp_path / "out").mkdir()
+    out = tmp_path / "out" / "out.zarr"
+
+    def kill_when_writing() -> None:
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline:
+            if any(p.is_file() for t in out.parent.glob("out.zarr.daskdepth-tmp-*")
+                   for p in (t / "depth" / "c").glob("*")):
+                pc.kill_scheduler()
+                return
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_when_writing, daemon=True)
+    killer.start()
+    start = time.monotonic()
+    with pytest.warns(UserWarning, match="left in place: the cluster's workers may still"), \
+            pytest.raises(Exception, match="scheduler"), \
+            SafeOutput(out) as safe, Runner(pc.address, UI(quiet=True)) as runner:
+        write_store(runner, _slow_dataset(n_chunks=40, bad=-1), safe, "writing")
+    killer.join(5)
+    assert time.monotonic() - start < FAIL_WITHIN
+    assert runner.stray_writers and not out.exists()
+    assert safe.path.exists() and Lease.read(safe.lease).remote_writers
+    assert leftovers(out) == []  # the job's process still runs
+    # The job's process ends (its lease now names a process that has ended) ...
+    lease = json.loads(safe.lease.read_text())
+    safe.lease.write_text(json.dumps({**lease, "pid": _dead_pid(), "start": "1"}))
+    assert leftovers(out) == []  # ... but its workers may still write for a while
+    time.sleep(2 * CHUNK_SECONDS)  # they have finished the tasks they had started
+    then = time.time() - atomic.REMOTE_GRACE_SECONDS - 1
+    os.utime(safe.lease, (then, then))  # the grace period has passed
+    assert clean_leftovers(out) == sorted([safe.path, safe.lease])
+    time.sleep(2 * CHUNK_SECONDS)
+    assert list(out.parent.iterdir()) == []
+
+
+def _dead_pid() -> int:
+    proc = subprocess.Popen([sys.executable, "-c", "pass"])
+    proc.wait()
+    return proc.pid
 
 
 # --------------------------------------------------------------------------- memory

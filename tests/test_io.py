@@ -176,6 +176,49 @@ def test_fsspec_memory_url():
     assert src.shape == (50, 2)
 
 
+# --------------------------------------------------------------------------- missing chunks
+
+
+def _chunk_files(array_dir):
+    return sorted(p for p in array_dir.rglob("*") if p.is_file()
+                  and p.name not in ("zarr.json", ".zarray", ".zattrs"))
+
+
+@pytest.mark.parametrize("zarr_format", [2, 3])
+def test_missing_chunks_are_refused(tmp_path, zarr_format):
+    """Zarr reads a missing chunk as its fill value: rows of zeros were scored silently."""
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), data=_data(1000) + 5, chunks=(100, 3), zarr_format=zarr_format)
+    for chunk in _chunk_files(path)[3:5]:
+        chunk.unlink()
+    with pytest.raises(InputError, match=r"2 of 10 chunks of the array '.*x.zarr' are missing"
+                                         r".*fill value 0\.0.*--fill-missing-chunks"):
+        open_input(path)
+    src = open_input(path, missing_chunks="fill")  # asked for: read as the fill value
+    assert (src.data.values[300:500] == 0).all()
+
+
+def test_metadata_claiming_more_rows_than_written_is_refused(tmp_path):
+    path = tmp_path / "x.zarr"
+    zarr.create_array(str(path), data=_data(500) + 5, chunks=(100, 3))
+    meta = path / "zarr.json"
+    meta.write_text(meta.read_text().replace("500", "5000", 1))
+    assert zarr.open_array(str(path)).shape == (5000, 3)
+    with pytest.raises(InputError, match=r"45 of 50 chunks .*shape \(5000, 3\)"):
+        open_input(path)
+
+
+def test_missing_chunks_of_a_dataset_variable(tmp_path):
+    path = tmp_path / "g.zarr"
+    ds = _dataset(_data(400))
+    ds["X"].encoding = {"chunks": (100, 3)}
+    with quiet_zarr():
+        ds.to_zarr(str(path), zarr_format=3)
+    _chunk_files(path / "X")[1].unlink()
+    with pytest.raises(InputError, match=r"1 of 4 chunks of array 'X' of '.*g.zarr'"):
+        open_input(path, "X")
+
+
 # --------------------------------------------------------------------------- dataset writes
 
 

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
 import os
+import subprocess
+import sys
 
 import dask
 import dask.array as da
@@ -16,7 +19,13 @@ from sklearn.exceptions import NotFittedError
 
 import daskdepth
 from daskdepth.errors import ModelFormatError, OutputError
-from daskdepth.storage.modelformat import ATTR, FORMAT_VERSION, read_attributes, save_model
+from daskdepth.storage.modelformat import (
+    ATTR,
+    FORMAT_VERSION,
+    document_checksum,
+    read_attributes,
+    save_model,
+)
 
 
 def _data(n: int = 600, d: int = 3, seed: int = 0) -> np.ndarray:
@@ -52,11 +61,28 @@ def _assert_equal(x, y, where: str) -> None:
         assert x == y or (x != x and y != y), where
 
 
-def _set_doc(path, mutate) -> None:
+def _set_doc(path, mutate, *, checksum: bool = True) -> None:
+    """Edit a saved model's document; like an attacker, recompute its checksum (by default).
+
+    Anyone can recompute the checksum, so the loader's other checks must hold
+    without it; ``checksum=False`` is a careless edit, which the checksum catches.
+    """
     group = zarr.open_group(str(path), mode="r+")
     doc = dict(group.attrs)[ATTR]
     mutate(doc)
+    if checksum:
+        doc["checksum"] = document_checksum(doc)
     group.attrs[ATTR] = doc
+
+
+def _set_array(path, apath: str, edit) -> None:
+    """Rewrite the array ``apath`` of a saved model with ``edit(values)``, checksums recomputed."""
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        arr = zarr.open_array(str(path / apath), mode="r+")
+        new = np.ascontiguousarray(edit(arr[...]), dtype=arr.dtype)
+        arr[...] = new
+    _set_doc(path, lambda d: d["arrays"][apath].update(
+        sha256=hashlib.sha256(new.tobytes()).hexdigest()))
 
 
 # --------------------------------------------------------------------------- round trips
@@ -287,7 +313,8 @@ def test_models_naming_moved_classes_are_refused(saved):
 
 def test_inconsistent_state_is_refused(saved):
     _set_doc(saved, lambda d: d["state"].update(n_features_in_=7))
-    with pytest.raises(ModelFormatError, match="directions_ has shape"):
+    with pytest.raises(ModelFormatError, match=r"location_ is not a float64 array of shape "
+                                               r"\(7,\)"):
         daskdepth.load(saved)
 
 
@@ -296,3 +323,167 @@ def test_loading_never_writes(saved):
     daskdepth.load(saved)
     assert {p: p.stat().st_mtime_ns for p in saved.rglob("*")} == before
     assert os.listdir(saved.parent) == ["m.zarr"]
+
+
+# --------------------------------------------------------------------------- untrusted model files
+#
+# A model file is input: anyone may hand one over.  Checksums catch careless
+# edits; crafted files recompute them (``_set_doc``, ``_set_array``), so every
+# structure is validated before a kernel reads it.
+
+BLOCKS = "state/summary_/blocks"
+
+
+def _column(doc, name):
+    return doc["state"]["summary_"]["fields"]["blocks"]["table"]["columns"][name]
+
+
+def test_careless_edits_are_caught_by_the_checksum(saved):
+    _set_doc(saved, lambda d: d["state"].update(offset_=0.45), checksum=False)
+    with pytest.raises(ModelFormatError, match="do not match their checksum"):
+        daskdepth.load(saved)
+    with pytest.raises(ModelFormatError, match="do not match their checksum"):
+        read_attributes(saved)
+
+
+def test_guide_size_edit_is_refused(saved):
+    """Editing the guide-table size (a JSON integer) made scoring read out of bounds."""
+    def mutate(doc):
+        _column(doc, "g")["values"] = [g * 1000 for g in _column(doc, "g")["values"]]
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match=r"block 0: .*guide grid .*does not match"):
+        daskdepth.load(saved)
+
+
+@pytest.mark.parametrize(("apath", "edit", "message"), [
+    (f"{BLOCKS}/table", lambda t: t + 60_000, "guide grid"),
+    (f"{BLOCKS}/table", lambda t: np.zeros_like(t), "guide grid"),
+    (f"{BLOCKS}/keys", lambda k: np.where(np.isinf(k), 1e300, k), "padding"),
+    (f"{BLOCKS}/keys", lambda k: k[::-1].copy(), "padding|not increasing"),
+    (f"{BLOCKS}/cptr", lambda c: c * 3, "cptr|keys has shape"),
+    (f"{BLOCKS}/cptr", lambda c: -c, "cptr must start at 0 and never decrease"),
+    (f"{BLOCKS}/g_scale", lambda s: s * np.nan, "guide grid"),
+    (f"{BLOCKS}/lut", lambda t: t * np.float32(1e31), "tabulated scores"),
+    (f"{BLOCKS}/worst", lambda w: w + 1, "tabulated scores"),
+    (f"{BLOCKS}/counts", lambda c: c * 2, "add up to"),
+    (f"{BLOCKS}/counts", lambda c: -c, "non-negative"),
+    ("state/sample_depth", lambda s: s + 5, "outside"),
+])
+def test_crafted_arrays_with_recomputed_checksums_are_refused(saved, apath, edit, message):
+    _set_array(saved, apath, edit)
+    with pytest.raises(ModelFormatError, match=message):
+        daskdepth.load(saved)
+
+
+@pytest.mark.parametrize(("mutate", "message"), [
+    (lambda d: d["state"].update(offset_=0.45), "offset_ 0.45 is not the contamination"),
+    (lambda d: d["state"].update(offset_={"kind": "float", "value": "nan"}),
+     "offset_ is nan, not a number"),
+    (lambda d: d["state"]["summary_"]["fields"].update(n=1200), "add up to 600"),
+    (lambda d: (d["state"]["summary_"]["fields"].update(n=1200),
+                d["state"].update(n_samples_fit_=1200)), "add up to 600"),
+    (lambda d: d["state"].update(n_samples_fit_=-5), "n_samples_fit_ is -5"),
+    (lambda d: d["state"]["summary_"]["fields"].update(n=0), "n is 0"),
+    (lambda d: d["params"].update(tol=-1), "parameter is invalid.*tol"),
+    (lambda d: d["params"].update(contamination=0.9), "parameter is invalid.*contamination"),
+    (lambda d: d["params"].update(contamination=0.45), "not the contamination 0.45 quantile"),
+    (lambda d: d["params"].update(evil=1), r"parameters \['evil'\] that this"),
+    (lambda d: d["state"].update(evil_=1), r"attributes \['evil_'\] are unknown"),
+    (lambda d: d["state"].pop("offset_"), r"attributes \['offset_'\] are missing"),
+    (lambda d: d.update(evil=1), r"unknown entries \['evil'\]"),
+    (lambda d: d["state"].update(_fit_token="x" * 10_000), "_fit_token"),
+])
+def test_crafted_attributes_with_recomputed_checksum_are_refused(saved, mutate, message):
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match=message):
+        daskdepth.load(saved)
+
+
+def test_error_bound_must_be_the_certified_one(tmp_path):
+    """An edited error bound would be recorded as certified in every output."""
+    model = daskdepth.AIIRW(n_directions=30, tol=0.01, random_state=0).fit(_data(3000))
+    assert model.error_bound_ > 0
+    path = model.save(tmp_path / "m.zarr")
+    _set_doc(path, lambda d: d["state"].update(error_bound_=0.0))
+    with pytest.raises(ModelFormatError, match="not the bound the summary certifies"):
+        daskdepth.load(path)
+
+
+def test_only_the_summary_classes_can_be_named(saved):
+    """Any other daskdepth dataclass (there are dozens) cannot be instantiated from a file."""
+    def mutate(doc):
+        node = doc["state"]["summary_"]
+        name = "daskdepth.storage.modelformat:StoredModel"
+        doc["classes"][name] = ["where", "estimator", "params", "state"]
+        doc["state"]["summary_"] = {"kind": "dataclass", "class": name, "fields": {
+            "where": "x", "estimator": "AIIRW", "params": {"kind": "dict", "items": {}},
+            "state": node}}
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match="not a class a model holds"):
+        daskdepth.load(saved)
+
+
+def test_string_field_with_a_huge_dtype_is_refused(tmp_path):
+    """A 100-million-character string type made loading allocate gigabytes."""
+    X = xr.DataArray(_data(), dims=("sample", "feature"), coords={"feature": ["a", "b", "c"]})
+    path = daskdepth.AIIRW(n_directions=20, random_state=0).fit(X).save(tmp_path / "m.zarr")
+    _set_doc(path, lambda d: d["state"]["feature_names_in_"].update(dtype="<U100000000"))
+    with pytest.raises(ModelFormatError, match="string field declares the dtype <U100000000"):
+        daskdepth.load(path)
+
+
+def _load_in_subprocess(path) -> subprocess.CompletedProcess:
+    """Load ``path`` in a child process (memory it might allocate does not stay here)."""
+    code = ("import sys, daskdepth\n"
+            "try:\n"
+            "    daskdepth.load(sys.argv[1])\n"
+            "except Exception as exc:\n"
+            "    print(type(exc).__name__, exc)\n")
+    return subprocess.run([sys.executable, "-c", code, str(path)], capture_output=True,
+                          text=True, timeout=300)
+
+
+def test_array_metadata_is_checked_before_reading(saved):
+    """Metadata claiming 2e8 rows made loading read the array whole before checking it."""
+    meta = saved / "state" / "sample_depth" / "zarr.json"
+    doc = json.loads(meta.read_text())
+    doc["shape"] = [200_000_000]
+    meta.write_text(json.dumps(doc))
+    done = _load_in_subprocess(saved)
+    assert "ModelFormatError" in done.stdout, done.stdout + done.stderr
+    assert "declared with shape (200000000,)" in done.stdout
+
+
+def test_declared_sizes_are_capped(saved):
+    """A manifest (checksum recomputed) declaring tens of GiB is refused before reading."""
+    def mutate(doc):
+        doc["arrays"]["state/sample_depth"]["shape"] = [10**10]
+
+    _set_doc(saved, mutate)
+    with pytest.raises(ModelFormatError, match=r"declares 74\.5. GiB of arrays, more than"):
+        daskdepth.load(saved)
+
+
+def test_missing_chunks_are_refused(saved):
+    chunks = sorted(p for p in (saved / BLOCKS / "keys").rglob("*")
+                    if p.is_file() and p.name != "zarr.json")
+    chunks[0].unlink()
+    with pytest.raises(ModelFormatError, match=r"1 of \d+ chunks of array .*keys.* missing"):
+        daskdepth.load(saved)
+
+
+def test_older_format_versions_are_refused_clearly(saved):
+    _set_doc(saved, lambda d: (d.update(format_version=1), d.pop("checksum")))
+    with pytest.raises(ModelFormatError, match=r"format version 1 .*older layout.*Refit"):
+        daskdepth.load(saved)
+
+
+def test_all_zero_arrays_are_stored_in_full(tmp_path):
+    """Chunks of fill values are written too (readers refuse missing chunks)."""
+    X = np.zeros((300, 2))
+    X[:150, 0] = 1.0
+    model = daskdepth.IRW(n_directions=20, random_state=0).fit(X)
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    np.testing.assert_array_equal(loaded.score_samples(X), model.score_samples(X))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 from conftest import tie_data
@@ -191,3 +193,45 @@ def test_finish_leaves_matches_a_plain_implementation(data, cap):
         np.testing.assert_array_equal(out.counts[leaves], rc)
         np.testing.assert_array_equal(out.lut[leaves], rl)
         assert out.worst[jj] == rw
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _finished_block(cuts_per_direction, rows_per_direction):
+    """A finished block from each direction's cut points and projected rows (exact counts)."""
+    cptr = np.concatenate([[0], np.cumsum([c.size for c in cuts_per_direction])])
+    block = BlockLeaves.build(0, len(cuts_per_direction), cptr,
+                              np.concatenate(cuts_per_direction))
+    counts = LeafCounts.empty(block.n_leaves, block.mb)
+    for jj, rows in enumerate(rows_per_direction):
+        leaves = block.lptr[jj] + np.searchsorted(cuts_per_direction[jj], rows, side="right")
+        np.add.at(counts.counts, leaves, 1.0)
+        counts.ext[jj] = rows.min(), rows.max()
+    return block.finished(counts)
+
+
+def test_validate_accepts_built_blocks_and_checks_the_row_count():
+    rng = np.random.default_rng(0)
+    rows = [rng.normal(size=50), rng.normal(size=50), rng.normal(size=50)]
+    block = _finished_block([np.sort(rng.normal(size=5)), np.zeros(0), np.array([0.0])], rows)
+    block.validate(50)
+    with pytest.raises(ValueError, match="add up to 50 rows, not the 51"):
+        block.validate(51)
+
+
+def test_routing_survives_a_nan_guide_grid():
+    """A guide cell is always in range: a NaN grid routes from the first key, still exactly."""
+    rng = np.random.default_rng(1)
+    rows = rng.normal(size=(200, 1))
+    block = _finished_block([np.sort(rng.normal(size=20))], [rows[:, 0]])
+    v = np.ones((1, 1))
+    points = np.vstack([rows[:50], [[1e300], [-1e300]]])
+    expected = np.zeros(points.shape[0])
+    block.score_into(points, v, np.ones(points.shape[0], dtype=bool), expected)
+    broken = dataclasses.replace(block, g_lo=np.full(1, np.nan), g_scale=np.full(1, np.nan))
+    got = np.zeros(points.shape[0])
+    broken.score_into(points, v, np.ones(points.shape[0], dtype=bool), got)
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(ValueError, match="guide grid"):
+        broken.validate(200)

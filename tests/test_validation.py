@@ -424,3 +424,54 @@ def test_singular_precomputed_covariance_is_accepted(x):
     cov = np.diag([1.0, 1.0, 0.0])
     with pytest.warns(daskdepth.CovarianceRankWarning):
         daskdepth.AIIRW(covariance=cov, n_directions=10, random_state=0).fit(x)
+
+
+# --------------------------------------------------------------------------- masked arrays
+
+
+def _masked(x):
+    """``x`` with rows 3 and 7 hiding sentinels (-999) behind the mask."""
+    data = x.copy()
+    data[[3, 7], 0] = -999.0
+    mask = np.zeros(x.shape, dtype=bool)
+    mask[[3, 7], 0] = True
+    return np.ma.masked_array(data, mask=mask)
+
+
+@pytest.mark.parametrize("cls", MODELS)
+def test_masked_entries_count_as_nan(cls, x):
+    xm = _masked(x)
+    with pytest.raises(ValueError, match=r"masked entries count as NaN\) has 2 rows .*\[3, 7\]"):
+        cls(n_directions=20, random_state=0).fit(xm)
+    model = cls(n_directions=20, random_state=0, nan_policy="omit").fit(xm)
+    clean = np.delete(x, [3, 7], axis=0)
+    reference = cls(n_directions=20, random_state=0).fit(clean)
+    assert model.n_samples_fit_ == 298  # the sentinels were not fitted
+    np.testing.assert_allclose(model.location_, reference.location_, rtol=0, atol=1e-12)
+    depth = model.score_samples(xm)
+    assert np.isnan(depth[[3, 7]]).all()
+    np.testing.assert_allclose(np.delete(depth, [3, 7]), reference.score_samples(clean),
+                               rtol=0, atol=1e-9)
+
+
+def test_masked_dask_chunks_count_as_nan(x):
+    import dask.array as da  # only these masked-array tests use dask's masked chunks
+
+    xm = _masked(x)
+    lazy = da.ma.masked_array(da.from_array(xm.data, chunks=100), mask=xm.mask)
+    model = daskdepth.IRW(n_directions=20, random_state=0, nan_policy="omit").fit(xm)
+    depth = model.score_samples(lazy).compute()
+    assert np.isnan(depth[[3, 7]]).all()
+    np.testing.assert_array_equal(depth, model.score_samples(xm))
+    fitted = daskdepth.IRW(n_directions=20, random_state=0, nan_policy="omit").fit(lazy)
+    assert fitted.n_samples_fit_ == 298
+    with pytest.raises(ValueError, match="NaN"):
+        daskdepth.IRW(n_directions=20, random_state=0).fit(lazy)
+
+
+def test_masked_integer_arrays(x):
+    xi = np.ma.masked_array(np.round(x * 10).astype(np.int64),
+                            mask=np.zeros(x.shape, dtype=bool))
+    xi.mask[0, 0] = True
+    model = daskdepth.IRW(n_directions=20, random_state=0, nan_policy="omit").fit(xi)
+    assert model.n_samples_fit_ == 299

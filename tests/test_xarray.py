@@ -157,3 +157,15 @@ def test_score_on_dataarray_keeps_sample_coords():
     assert isinstance(out.data, da.Array) and out.data.chunks == ((250, 250),)
     np.testing.assert_array_equal(out["time"].values, X["time"].values)
     np.testing.assert_array_equal(out["site"].values, X["site"].values)
+
+
+def test_valid_range_covers_in_sample_depths():
+    """A reference row counts on both sides of itself; tied rows more: depths above 1/2."""
+    rng = np.random.default_rng(0)
+    counts = rng.poisson(0.3, size=(2000, 3)).astype(float)  # sparse counts: heavy ties
+    out = daskdepth.score_dataset(xr.Dataset({"X": (("time", "feature"), counts)}), "X",
+                                  random_state=0)
+    low, high = out["depth"].attrs["valid_range"]
+    depth = out["depth"].values
+    assert depth.max() > 0.5
+    assert low <= depth.min() and depth.max() <= high

@@ -27,6 +27,7 @@ import sys
 import threading
 import time
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import dask
@@ -34,7 +35,7 @@ import dask.threaded
 from dask.callbacks import Callback
 from distributed import Client, LocalCluster
 
-from ..runtime.client import LOCAL_SCHEDULERS, listen_to_phases, phase
+from ..runtime.client import LOCAL_SCHEDULERS, key_names, listen_to_phases, phase, running_tasks
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
 from .ui import UI, clear_line, progress_line
 
@@ -47,6 +48,10 @@ THREAD_SCHEDULERS = frozenset({"threads", "threading"})
 #: Seconds a closing job waits for the tasks its thread pool is running (an
 #: interrupted write must end before the temporary is removed).
 POOL_CLOSE_SECONDS = 10.0
+#: Seconds a failed or interrupted computation on a cluster waits for the tasks the
+#: workers had started (their threads cannot be stopped, and a running task may still
+#: write a chunk) before it gives up and leaves the temporary to them.
+STOP_TIMEOUT = 20.0
 #: Largest first message a Dask scheduler sends (its handshake is a few dozen bytes);
 #: a server that announces more is not one (an HTTP server's reply read as a length
 #: once made distributed allocate exabytes).
@@ -158,6 +163,24 @@ def _has_bokeh() -> bool:
     return importlib.util.find_spec("bokeh") is not None
 
 
+def _with_timeout(call: Callable[[], Any], timeout: float) -> Any:
+    """``call()`` in a thread; None when it fails or takes longer than ``timeout`` seconds.
+
+    A client call can hang while it waits for a scheduler that is gone.
+    """
+    result: list[Any] = []
+
+    def run() -> None:
+        with contextlib.suppress(Exception):
+            out = call()
+            result.append(True if out is None else out)
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    thread.join(timeout)
+    return result[0] if result else None
+
+
 class Runner:
     """Where a job's Dask computations run, and how their progress is shown.
 
@@ -180,7 +203,14 @@ class Runner:
         self.client: Client | None = None
         self.cluster: LocalCluster | None = None
         self.pool: TaskPool | None = None
+        #: Set when a computation failed and its tasks may still be running on workers.
+        self.stray_writers = False
         self._stack = contextlib.ExitStack()
+
+    @property
+    def remote(self) -> bool:
+        """Whether tasks run in other processes (a scheduler at an address) that outlive a job."""
+        return self.client is not None and self.cluster is None
 
     def __enter__(self) -> Runner:
         try:
@@ -258,11 +288,48 @@ class Runner:
         return Progress(self.ui, label, self.client)
 
     def compute(self, collection: Any, label: str, phase_name: str = "score") -> Any:
-        """Compute a dask collection as the phase ``phase_name``, with progress."""
+        """Compute a dask collection as the phase ``phase_name``, with progress.
+
+        On a cluster, when the computation fails or is interrupted, no task of
+        it is left running on return (its side effects, such as writing a
+        chunk, are over): the futures are cancelled and the workers polled
+        until the tasks they had started have finished.  When that cannot be
+        confirmed (the scheduler is gone, or :data:`STOP_TIMEOUT` passed),
+        :attr:`stray_writers` is set.  (With dask's threaded scheduler,
+        :meth:`close` stops the job's own pool.)
+        """
         with self.progress(label), phase(phase_name):
             if self.client is None:
                 return dask.compute(collection)[0]
-            return self.client.compute(collection).result()
+            future = self.client.compute(collection)
+            try:
+                return future.result()
+            except BaseException:
+                self.stray_writers = True
+                self.stray_writers = not self._stop_tasks(future, key_names(collection))
+                raise
+
+    def _stop_tasks(self, future: Any, names: frozenset[str]) -> bool:
+        """Cancel ``future`` and wait until no worker runs a task of ``names``.
+
+        Returns whether that was confirmed.
+        """
+        client = self.client
+        deadline = time.monotonic() + STOP_TIMEOUT
+        if client is None or client.status != "running":
+            return False
+        if _with_timeout(lambda: client.cancel([future], force=True), STOP_TIMEOUT) is None:
+            return False
+        while True:
+            left = deadline - time.monotonic()
+            counts = _with_timeout(lambda: client.run(running_tasks, names), max(left, 0.1))
+            if counts is None:
+                return False
+            if not any(counts.values()):
+                return True
+            if left <= 0:
+                return False
+            time.sleep(0.1)
 
 
 # --------------------------------------------------------------------------- progress

@@ -17,7 +17,7 @@ import shlex
 import tempfile
 import time
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple
 
@@ -34,7 +34,7 @@ from ..storage.modelformat import is_model, read_attributes, save_model, utc_now
 from ..storage.paths import is_url, local_path, open_dataset
 from .cluster import Runner
 from .parser import estimator_params
-from .ui import UI
+from .ui import UI, printable
 
 #: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
 SEED_RANGE = 2**31
@@ -99,13 +99,16 @@ def prepare_output(path: str, inputs: Sequence[str] = (), overwrite: bool = Fals
 
 
 def open_source(path: str, array: str | None, min_rows: int = 1,
-                sample_dim: str | None = None) -> ZarrInput:
+                sample_dim: str | None = None, fill_missing: bool = False) -> ZarrInput:
     """Open INPUT, refusing it when it has fewer than ``min_rows`` rows.
 
     Warns when it has more features than rows: a dataset stored as
     (feature, sample) is then read with features as rows (``--sample-dim``).
+    Missing chunks of the input are refused unless ``fill_missing``
+    (``--fill-missing-chunks``).
     """
-    source = open_input(path, array, sample_dim=sample_dim)
+    source = open_input(path, array, sample_dim=sample_dim,
+                        missing_chunks="fill" if fill_missing else "raise")
     n, d = source.shape
     if n < min_rows:
         noun = "row" if n == 1 else "rows"
@@ -200,8 +203,28 @@ def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: Sa
         _, count = runner.compute((delayed, ds["outlier"].data.sum()), "writing")
         flagged.append(int(count))
 
-    write_dataset(ds, out.path, compute=compute)
+    write_store(runner, ds, out, compute=compute)
     return flagged[0] if flagged else None
+
+
+def write_store(runner: Runner, ds: Any, out: SafeOutput, label: str = "writing",
+                compute: Callable[[Any], Any] | None = None) -> None:
+    """Write ``ds`` into the output's temporary on the runner (``compute`` runs the write).
+
+    When the write fails or is interrupted, the temporary is removed only once
+    no worker can still write to it (:meth:`Runner.compute` waits for them);
+    otherwise it is kept, with a lease that stops other jobs from removing it
+    while the workers may finish their tasks.
+    """
+    if runner.remote:
+        out.expect_remote_writers()
+    try:
+        write_dataset(ds, out.path, compute=compute or (lambda d: runner.compute(d, label)))
+    except BaseException:
+        if runner.stray_writers:
+            out.keep("the cluster's workers may still be writing to it (the scheduler did not "
+                     "confirm that they stopped)")
+        raise
 
 
 def flagged_text(flagged: int | None, rows: int) -> str:
@@ -224,7 +247,8 @@ def flagged_text(flagged: int | None, rows: int) -> str:
 def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreResult:
     """The ``score`` job: fit on INPUT, write the depth of its rows to OUTPUT."""
     prepare_output(args.out, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     model = make_model(args, draw_seed(args.seed))
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
@@ -249,7 +273,8 @@ def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
 def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth fit INPUT --model MODEL``."""
     prepare_output(args.model, inputs=[args.input], overwrite=args.overwrite)
-    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, min_rows=2, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     seed = draw_seed(args.seed)
     model = make_model(args, seed)
     with runner(args, ui) as run:
@@ -306,7 +331,8 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     model = load_model(args.model)
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
-    source = open_source(args.input, args.array, sample_dim=args.sample_dim)
+    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks)
     check_features(model, source, args.model)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
@@ -370,7 +396,7 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
     lines.append(f"  format version: {document['format_version']}")
     lines.append(f"  saved:          {document.get('created', '?')} by daskdepth "
                  f"{document.get('versions', {}).get('daskdepth', '?')}")
-    return "\n".join(lines)
+    return "\n".join(printable(line) for line in lines)
 
 
 def output_info(path: str) -> OutputInfo | None:
@@ -389,4 +415,4 @@ def output_info(path: str) -> OutputInfo | None:
              "  variables:      " + ", ".join(f"{k} {ds[k].dims}" for k in ds.data_vars),
              f"  rows:           {ds['depth'].shape[0]:,}"]
     lines += [f"  {key + ':':<22}{value}" for key, value in attrs.items() if key != "title"]
-    return OutputInfo(attrs, "\n".join(lines))
+    return OutputInfo(attrs, "\n".join(printable(line) for line in lines))

@@ -3,10 +3,13 @@
 Exit status: 0 on success, 2 for usage errors (bad options, an output that
 exists without ``--overwrite``, an output that is the input), 1 when the job
 fails (missing or bad input, NaN/inf rows, a corrupted model, ...), 130 on
-Ctrl-C and 143 on SIGTERM (after the job's temporaries are removed), 141 when
-the reader of stdout went away (``daskdepth info --json ... | head``).  Errors
-are reported in one or two lines; ``--debug`` shows the traceback and the
-logs of distributed.
+Ctrl-C and 143 on SIGTERM, 141 when the reader of stdout went away
+(``daskdepth info --json ... | head``).  A job that fails or is stopped
+removes its temporary once no task of it can still write there; when the
+workers of a remote cluster cannot be confirmed stopped (its scheduler is
+gone), the temporary is left in place, leased, with a warning, and a later job
+removes it.  Errors are reported in one or two lines; ``--debug`` shows the
+traceback and the logs of distributed.
 """
 
 from __future__ import annotations

@@ -220,6 +220,9 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--std", action="store_true",
                         help="also write 'depth_std', the Monte Carlo standard error of each "
                              "depth over the random directions")
+    source.add_argument("--fill-missing-chunks", action="store_true",
+                        help="read missing chunks of INPUT as its fill value instead of failing "
+                             "(for stores written without chunks of fill values)")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,

@@ -7,6 +7,7 @@ so that ``daskdepth info --json`` can be piped.  Standard library only.
 from __future__ import annotations
 
 import sys
+import unicodedata
 from typing import Any
 
 #: Exceptions whose message says it all: reported without their class name or a hint.
@@ -30,6 +31,27 @@ class UI:
         """The line that says what the job produced (stdout)."""
         if not self.quiet:
             print(message, flush=True)
+
+
+def printable(text: str) -> str:
+    r"""``text`` with control and formatting characters escaped, for a terminal.
+
+    Values read from stores (attributes, names, paths) are untrusted: escape
+    sequences could rewrite the screen, and newlines or bidirectional controls
+    could fake lines.
+
+    Examples
+    --------
+    >>> print(printable("ok\x1b[2J\nfake line\u202e é"))
+    ok\x1b[2J\nfake line\u202e é
+    """
+    out = []
+    for ch in text:
+        if unicodedata.category(ch) in ("Cc", "Cf", "Zl", "Zp"):
+            out.append(repr(ch)[1:-1] if ord(ch) < 0x100 else f"\\u{ord(ch):04x}")
+        else:
+            out.append(ch)
+    return "".join(out)
 
 
 def format_warning(message: Any, category: type, filename: str, lineno: int,

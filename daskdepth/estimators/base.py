@@ -18,7 +18,7 @@ from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
 from ..runtime.keys import key_name
 from ..storage.modelformat import save_model
-from .inputs import Input, as_input, wide_integer_message
+from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .params import check_param
 
 
@@ -30,6 +30,15 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     _statistic = "depth"
     #: What the display says of the covariance of a depth that does not whiten.
     _no_whitening = "none (IRW does not whiten)"
+
+    #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
+    _fitted_attributes: tuple[str, ...] = (
+        "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
+        "n_samples_fit_", "covariance_rank_", "error_bound_", "n_passes_", "summary_",
+        "_sample_depth", "_fit_token", "_train_depth", "_train_token", "offset_")
+    #: Fitted attributes set only for some inputs (string feature names) or frames.
+    _optional_fitted_attributes: tuple[str, ...] = ("feature_names_in_", "basis_",
+                                                    "frame_eigenvalues_")
 
     # ---------------------------------------------------------------- fitting
 
@@ -119,7 +128,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _check_input(self, X: Any) -> Input:
         check_is_fitted(self, "summary_")
-        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False)
+        fitted = getattr(self, "feature_names_in_", None)
+        data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False,
+                        check_names=lambda names: check_feature_names(fitted, names,
+                                                                      type(self).__name__))
         if data.n_features != self.n_features_in_:
             raise ValueError(
                 f"X has {data.n_features} features, but {type(self).__name__} is expecting "

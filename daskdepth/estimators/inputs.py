@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 import uuid
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -84,28 +85,93 @@ class Input:
 
 
 def as_input(x: Any, *, what: str = "X", min_samples: int = 1,
-             nan_policy: str = "raise", lengths: bool = True) -> Input:
+             nan_policy: str = "raise", lengths: bool = True,
+             check_names: Callable[[np.ndarray | None], None] | None = None) -> Input:
     """Validate ``x`` and wrap it as a float64 dask array with one column chunk.
 
     In-memory input is checked for NaN/inf here; dask input is checked by the
     first pass over it (fit) or by each scoring task.  ``lengths=False`` (for
     scoring) leaves a dask DataFrame's unknown partition lengths unknown, so
-    that nothing is computed.
+    that nothing is computed.  Masked entries of :mod:`numpy.ma` arrays (also
+    as dask chunks) become NaN, so that ``nan_policy`` applies to them: they
+    are never fitted or scored as the values they hide.  ``check_names`` is
+    given the feature names (or None) before anything else is checked, as
+    scikit-learn does.
     """
     kind, data, feature_names = _unwrap(x, what, lengths)
+    if check_names is not None:
+        check_names(feature_names)
     source_dtype = np.dtype(data.dtype)
     _check_dtype(source_dtype, what)
     _check_shape(data, what, min_samples, unknown_rows=kind == "dask-dataframe")
     values = None
     if isinstance(data, da.Array):
         arr = data if data.dtype == np.float64 else data.astype(np.float64)
+        if isinstance(getattr(arr, "_meta", None), np.ma.MaskedArray):
+            arr = da.ma.filled(arr, np.nan)
         if arr.numblocks[1] > 1:
             arr = arr.rechunk({1: -1})
     else:
         _warn_wide_integers(data, what)
-        values = np.asarray(data, dtype=np.float64)
-        arr = _from_memory(values, what, nan_policy)
+        masked = isinstance(data, np.ma.MaskedArray) and bool(np.ma.getmaskarray(data).any())
+        if isinstance(data, np.ma.MaskedArray):  # np.asarray would keep the hidden values
+            values = np.ma.filled(data.astype(np.float64), np.nan)
+        else:
+            values = np.asarray(data, dtype=np.float64)
+        where = f"{what} (its masked entries count as NaN)" if masked else what
+        arr = _from_memory(values, where, nan_policy)
     return Input(arr, kind, x, feature_names, values, source_dtype=source_dtype)
+
+
+def check_feature_names(fitted: np.ndarray | None, given: np.ndarray | None,
+                        estimator: str) -> None:
+    """Refuse input whose feature names differ from those seen by ``fit``, as scikit-learn.
+
+    Renamed, missing or reordered columns raise; names on one side only warn.
+    Names come from DataFrame columns and DataArray feature coordinates
+    (:attr:`Input.feature_names`).
+
+    Raises
+    ------
+    ValueError
+        Listing the unseen and missing names, or saying the order differs.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> check_feature_names(np.array(["a", "b"], dtype=object),
+    ...                     np.array(["b", "a"], dtype=object), "AIIRW")
+    Traceback (most recent call last):
+    ...
+    ValueError: The feature names should match those that were passed during fit.
+    Feature names must be in the same order as they were in fit.
+    Select the model's columns in its order, e.g. X[model.feature_names_in_]
+    """
+    if fitted is None and given is None:
+        return
+    if fitted is None:
+        warnings.warn(f"X has feature names, but {estimator} was fitted without feature names",
+                      UserWarning, stacklevel=6)
+        return
+    if given is None:
+        warnings.warn(f"X does not have valid feature names, but {estimator} was fitted with "
+                      "feature names", UserWarning, stacklevel=6)
+        return
+    have, want = [str(v) for v in given], [str(v) for v in fitted]
+    if have == want:
+        return
+    message = "The feature names should match those that were passed during fit.\n"
+    unseen = sorted(set(have) - set(want))
+    missing = sorted(set(want) - set(have))
+    for title, names in (("Feature names unseen at fit time:", unseen),
+                         ("Feature names seen at fit time, yet now missing:", missing)):
+        if names:
+            message += title + "\n" + "".join(f"- {n}\n" for n in names[:5])
+            message += "- ...\n" if len(names) > 5 else ""
+    if not (unseen or missing):
+        message += "Feature names must be in the same order as they were in fit.\n"
+    raise ValueError(message + "Select the model's columns in its order, e.g. "
+                               "X[model.feature_names_in_]")
 
 
 def _is_dask_frame(x: Any) -> bool:

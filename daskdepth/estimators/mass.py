@@ -126,6 +126,12 @@ class HalfspaceMass(DepthDetector):
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
 
+    _fitted_attributes = (
+        "n_features_in_", "location_", "directions_", "split_points_", "left_mass_",
+        "subsample_indices_", "subsample_size_", "n_directions_", "n_samples_fit_",
+        "error_bound_", "n_passes_", "summary_", "_sample_depth", "_fit_token", "offset_")
+    _optional_fitted_attributes = ("feature_names_in_",)
+
     def __init__(self, n_directions: int | None = None, subsample_size: int = 32,
                  scope: float = 0.5, contamination: float = 0.1, random_state: Any = None,
                  nan_policy: str = "raise") -> None:

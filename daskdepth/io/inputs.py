@@ -64,7 +64,8 @@ class _Located(NamedTuple):
 
 def open_input(path: str | os.PathLike[str], array: str | None = None, *,
                storage_options: dict[str, Any] | None = None,
-               sample_dim: str | None = None) -> ZarrInput:
+               sample_dim: str | None = None,
+               missing_chunks: str = "raise") -> ZarrInput:
     """Open a 2-D array of a Zarr store lazily.
 
     Parameters
@@ -79,6 +80,12 @@ def open_input(path: str | os.PathLike[str], array: str | None = None, *,
     sample_dim : str, optional
         The dimension that runs over samples (default: the array's first), e.g.
         ``'time'`` for a variable stored as ``(feature, time)``.
+    missing_chunks : {'raise', 'fill'}, default='raise'
+        What to do when chunks of the array are missing from the store, which
+        Zarr would read as its fill value (rows that may not exist, e.g. when
+        the metadata claims more rows than were written): refuse, or read
+        them as the fill value (for stores written without chunks of fill
+        values, zarr's ``write_empty_chunks=False``).
 
     Returns
     -------
@@ -97,7 +104,7 @@ def open_input(path: str | os.PathLike[str], array: str | None = None, *,
     --------
     >>> import tempfile, os, numpy as np, zarr
     >>> path = os.path.join(tempfile.mkdtemp(), "x.zarr")
-    >>> _ = zarr.create_array(path, data=np.zeros((10, 3)))
+    >>> _ = zarr.create_array(path, data=np.ones((10, 3)))
     >>> open_input(path).data.dims
     ('sample', 'feature')
     """
@@ -106,6 +113,10 @@ def open_input(path: str | os.PathLike[str], array: str | None = None, *,
     found = _locate(node, text, array)
     where = text if found.name is None else f"{text}/{found.name}"
     _check_array(found.array.shape, np.dtype(found.array.dtype), where)
+    if missing_chunks not in ("raise", "fill"):
+        raise ValueError(f"missing_chunks must be 'raise' or 'fill', not {missing_chunks!r}")
+    if missing_chunks == "raise":
+        _check_chunks(found.array, text, found.name)
     data = _data_array(found, text, storage_options)
     if sample_dim is not None:
         if sample_dim not in data.dims:
@@ -224,6 +235,25 @@ def _from_xarray(path: str, group_path: str | None, name: str,
     if name not in ds.variables:
         return None
     return ds[name]
+
+
+def _check_chunks(arr: Any, path: str, name: str | None) -> None:
+    """Refuse an array with chunks missing from its store (Zarr reads them as fill values)."""
+    try:
+        total, present = int(arr.nchunks), int(arr.nchunks_initialized)
+    except Exception:  # pragma: no cover - a store that cannot be listed is not checked
+        return
+    missing = total - present
+    if missing <= 0:
+        return
+    what = f"array {name!r} of {path!r}" if name is not None else f"the array {path!r}"
+    fill = arr.fill_value.item() if hasattr(arr.fill_value, "item") else arr.fill_value
+    raise InputError(
+        f"{missing:,} of {total:,} chunks of {what} are missing from the store (its metadata "
+        f"claims shape {tuple(arr.shape)}); Zarr would read them as the fill value "
+        f"{fill!r}, and rows that may not exist would be scored. Restore the chunks, "
+        "or, if the writer left out chunks of fill values on purpose (zarr's "
+        "write_empty_chunks=False), pass --fill-missing-chunks (missing_chunks='fill')")
 
 
 def _check_array(shape: tuple[int, ...], dtype: np.dtype, where: str) -> None:

@@ -3,7 +3,10 @@
 Where a job may write, and how the store appears there only when complete,
 is :mod:`daskdepth.storage.atomic` (:func:`~daskdepth.storage.atomic.check_output`,
 :class:`~daskdepth.storage.atomic.SafeOutput`); this module fills the
-temporary directory that :class:`~daskdepth.storage.atomic.SafeOutput` made.
+temporary directory that :class:`~daskdepth.storage.atomic.SafeOutput` made,
+marks the store as daskdepth's (the root attribute
+:data:`~daskdepth.storage.atomic.OUTPUT_ATTR`, which lets ``--overwrite``
+replace it) and checks that every chunk was written.
 """
 
 from __future__ import annotations
@@ -16,6 +19,8 @@ import dask
 import dask.array as da
 import xarray as xr
 
+from ..errors import OutputError
+from ..storage.atomic import OUTPUT_ATTR, OUTPUT_VERSION
 from ..storage.paths import quiet_zarr
 
 
@@ -36,14 +41,17 @@ def uniform_chunks(x: da.Array) -> da.Array:
 
 def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
                   compute: Callable[[Any], Any] | None = None) -> None:
-    """Write ``ds`` as a consolidated Zarr v3 store into the (empty) directory ``path``.
+    """Write ``ds`` as a consolidated Zarr v3 store into the new directory ``path``.
 
     Dask-backed 1-D variables are given uniform chunks and every encoding
     carried over from an input store is dropped (on a shallow copy: the
     caller's variables keep theirs).  ``compute`` runs the delayed write
-    (default :func:`dask.compute`), e.g. with a progress bar.
+    (default :func:`dask.compute`), e.g. with a progress bar.  Every chunk is
+    written, also one of fill values, so that :func:`check_complete` can tell
+    a complete store from a partial one; it runs at the end.
     """
     ds = ds.copy(deep=False)
+    ds.attrs[OUTPUT_ATTR] = OUTPUT_VERSION
     fixed = {}
     for name, var in ds.variables.items():
         if isinstance(var.data, da.Array) and var.ndim == 1:
@@ -54,6 +62,35 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
     for var in ds.variables.values():
         var.encoding = {}
     with quiet_zarr():
-        delayed = ds.to_zarr(os.fspath(path), mode="w-", compute=False, consolidated=True,
-                             zarr_format=3)
+        # mode "a": the directory exists and holds SafeOutput's owner file
+        delayed = ds.to_zarr(os.fspath(path), mode="a", compute=False, consolidated=True,
+                             zarr_format=3, write_empty_chunks=True)
         (compute or dask.compute)(delayed)
+    check_complete(path, ds)
+
+
+def check_complete(path: str | os.PathLike[str], ds: xr.Dataset) -> None:
+    """Refuse a written store that lacks a variable of ``ds``, or chunks of one.
+
+    Raises
+    ------
+    OutputError
+        Naming the variable and how many chunks are missing.
+    """
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+
+    where = os.fspath(path)
+    with quiet_zarr():
+        group = zarr.open_group(where, mode="r")
+        for name, var in ds.variables.items():
+            try:
+                arr = group[str(name)]
+            except KeyError:
+                raise OutputError(f"the store written to {where!r} lacks the variable "
+                                  f"{name!r}: the write did not complete") from None
+            missing = int(arr.nchunks) - int(arr.nchunks_initialized)
+            if tuple(arr.shape) != tuple(var.shape) or missing:
+                raise OutputError(f"the store written to {where!r} is incomplete: variable "
+                                  f"{name!r} has shape {tuple(arr.shape)} (expected "
+                                  f"{tuple(var.shape)}) and {missing} of {arr.nchunks} chunks "
+                                  "missing")

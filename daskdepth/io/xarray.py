@@ -16,8 +16,11 @@ from ..estimators import check_param, make_estimator
 #: Human-readable names of the depth notions, for attributes.
 LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth",
               "halfspace": "random halfspace (Tukey) depth", "halfspace-mass": "half-space mass"}
-#: Range of each notion's scores (depths are at most 1/2; masses are shares).
-VALID_RANGES = {"halfspace-mass": [0.0, 1.0]}
+#: Range of every notion's scores, for netCDF readers (which mask values outside it):
+#: depths lie in [0, 1/2] off the reference rows, but a reference row counts on both
+#: sides of itself (up to (n + 1) / 2n) and rows tied with many reach up to 1; masses
+#: are shares.
+VALID_RANGE = (0.0, 1.0)
 
 
 def _as_2d(data: Any, variable: str, sample_dim: str | None) -> xr.DataArray:
@@ -52,7 +55,7 @@ def model_attrs(model: Any) -> dict[str, Any]:
         "n_samples_fit": int(model.n_samples_fit_),
         "n_features": int(model.n_features_in_),
         "nan_policy": str(model.nan_policy),
-        "valid_range": VALID_RANGES.get(kind, [0.0, 0.5]),
+        "valid_range": list(VALID_RANGE),
     })
     for param in ("affine_invariant", "subsample_size", "scope"):
         value = getattr(model, param, None)

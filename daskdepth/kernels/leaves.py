@@ -245,17 +245,36 @@ def finish_leaves(cptr, keys, counts, ext, cap, like):
         for _ in range(PAD):
             new_keys[q] = np.inf
             q += 1
+    tabulate_leaves(new_cptr, new_keys, new_counts, lut, worst)
+    return new_cptr, new_keys, new_counts, lut, worst
+
+
+@kernel
+def tabulate_leaves(cptr, keys, counts, lut, worst):
+    """Fill ``lut`` (per leaf) and ``worst`` (per direction) from the keys and leaf counts.
+
+    ``lut[k]`` is ``min(L, G)`` estimated for any point in leaf ``k``: ``L``
+    and ``G`` count the values ``<=`` and ``>=`` it, namely the leaves before
+    it, the leaves after it and, of its own leaf, all rows for an atom (exact)
+    or half of them (the midpoint, off by at most half).  ``worst[jj]`` is the
+    largest leaf of direction ``jj`` that is not an atom (``worst`` starts at
+    zero).  Also run on a loaded model, to check its tabulated scores; the
+    caller checks the sizes first (``keys`` padded as by :func:`pad_keys`).
+    """
+    for jj in range(cptr.size - 1):
+        q0 = cptr[jj] + PAD * jj  # first key of direction jj
+        c0 = cptr[jj] + jj  # its first leaf
+        c = cptr[jj + 1] + jj + 1  # one past its last leaf
         total = 0.0
         for k in range(c0, c):
-            total += new_counts[k]
+            total += counts[k]
         before = 0.0
         for k in range(c0, c):
-            ck = new_counts[k]
+            ck = counts[k]
             i = q0 + (k - c0)  # key above leaf k
-            atom = k > c0 and k < c - 1 and np.nextafter(new_keys[i - 1], np.inf) == new_keys[i]
+            atom = k > c0 and k < c - 1 and np.nextafter(keys[i - 1], np.inf) == keys[i]
             own = ck if atom else 0.5 * ck
             lut[k] = min(before + own, total - before - ck + own)
             before += ck
             if not atom:
                 worst[jj] = max(worst[jj], ck)
-    return new_cptr, new_keys, new_counts, lut, worst

@@ -65,8 +65,17 @@ PAD = 8
 
 @kernel
 def cell(p, lo, sc, gm):
-    """Guide cell in ``[0, g + 1]`` of ``p`` (``gm = g + 0.5``); monotone in ``p``."""
-    return np.uint64(np.int64(min(max((p - lo) * sc, -1.0), gm) + 1.0))
+    """Guide cell in ``[0, g + 1]`` of ``p`` (``gm = g + 0.5``); monotone in ``p``.
+
+    Always in range, whatever ``lo`` and ``sc`` hold: NaN (from a degenerate or
+    crafted grid) gives cell 0, from which the search still counts correctly.
+    """
+    x = (p - lo) * sc
+    if not x > -1.0:
+        x = -1.0
+    elif x > gm:
+        x = gm
+    return np.uint64(np.int64(x + 1.0))
 
 
 #: Rows routed together: a tile's projections and leaves stay in L1 while each

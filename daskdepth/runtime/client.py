@@ -76,6 +76,24 @@ def phase(name: str, *, tasks: bool = True) -> Iterator[None]:
             _tell(name, False, span_id)
 
 
+def key_names(collection: Any) -> frozenset[str]:
+    """Names of the keys of a collection's graph (a tuple key's first item), as strings."""
+    return frozenset(str(k[0] if isinstance(k, tuple) else k)
+                     for k in collection.__dask_graph__().keys())
+
+
+def running_tasks(names: frozenset[str], dask_worker: Any = None) -> int:
+    """How many tasks whose key name is in ``names`` a worker is running (``client.run``).
+
+    Counts tasks that are still executing after they were cancelled: their
+    thread cannot be stopped, and may still write.
+    """
+    state = dask_worker.state
+    running = list(state.executing) + list(state.long_running)
+    return sum(1 for ts in running
+               if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key) in names)
+
+
 def broadcast(obj: Any, name: str) -> Any:
     """Make a large read-only object available to every task that needs it, under ``name``.
 

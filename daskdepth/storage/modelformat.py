@@ -18,9 +18,21 @@ their ``module:qualname``; a list of dataclasses of one class is stored column
 by column (one concatenated array per field), so a model with thousands of
 direction blocks is still a handful of arrays.  ``classes`` records the fields
 of every stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every
-array, so that a store that was modified or truncated, or that was written by
-a daskdepth whose summaries have another layout (or live in another module),
-is refused with a clear message instead of scoring wrongly.
+array; ``checksum`` is the SHA-256 of the canonical JSON of the rest of the
+document, so that its numbers are covered too.  A store that was modified or
+truncated, or that was written by a daskdepth whose summaries have another
+layout (or live in another module), is refused with a clear message instead of
+scoring wrongly.
+
+Checksums only catch accidents and naive edits: anyone can recompute them.
+Reading therefore trusts nothing in a store: the document's size, keys and
+value kinds are checked, arrays are compared with the manifest (dtype, shape,
+every chunk present, a cap on the total size) *before* they are read, only the
+summary classes of :data:`MODEL_CLASSES` can be named, and string fields are
+decoded without trusting their declared width.  The loader
+(:func:`daskdepth.io.models.load_model`) then validates the parameters as
+``fit`` would and every fitted structure (:meth:`DepthSummary.validate
+<daskdepth.summary.depth.DepthSummary.validate>`) before any kernel reads it.
 
 This module knows estimators only by duck typing (``get_params``, ``vars``,
 ``summary_``, the class name): :func:`save_model` encodes any fitted daskdepth
@@ -31,6 +43,7 @@ from the allow-list of estimator classes.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -51,17 +64,39 @@ from sklearn.exceptions import NotFittedError
 
 from .._version import __version__
 from ..errors import ModelFormatError
-from .atomic import SafeOutput
-from .paths import NotZarrError, open_node, quiet_zarr
+from ..summary.depth import DepthSummary
+from ..summary.leaves import BlockLeaves
+from ..summary.mass import MassSummary
+from ..summary.sorted import BlockSorted
+from .atomic import MODEL_ATTR, MODEL_FORMAT, SafeOutput
+from .paths import NotZarrError, is_url, local_path, open_node, quiet_zarr
 
-#: Version of the stored layout; a reader refuses stores with a larger one.
-FORMAT_VERSION = 1
+#: Version of the stored layout; a reader refuses stores of any other version.
+#: 2: the document carries a checksum of itself; every chunk is written.
+FORMAT_VERSION = 2
 #: Value of the ``format`` key of a saved model.
-FORMAT_NAME = "daskdepth-model"
+FORMAT_NAME = MODEL_FORMAT
 #: Attribute of the Zarr group that holds the JSON document.
-ATTR = "daskdepth"
+ATTR = MODEL_ATTR
 #: Stored arrays are chunked along their first axis into chunks of about this many bytes.
 ARRAY_CHUNK_BYTES = 8 * 2**20
+#: Keys of the model document.
+DOCUMENT_KEYS = frozenset({"format", "format_version", "estimator", "params", "unstored_params",
+                           "state", "classes", "arrays", "versions", "created", "metadata",
+                           "checksum"})
+#: The dataclasses a model may hold, by the ``module:qualname`` it stores them under.
+MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
+                                  for c in (DepthSummary, BlockLeaves, BlockSorted,
+                                            MassSummary)}
+#: Largest root metadata file (the document) read, for local stores.
+MAX_DOCUMENT_BYTES = 64 * 2**20
+#: Default cap on the memory a model's arrays may take once read; the environment
+#: variable ``DASKDEPTH_MAX_MODEL_BYTES`` or ``max_bytes`` sets another.
+MAX_MODEL_BYTES = 4 * 2**30
+#: Array dtypes a model may hold (what the writer stores: booleans, integers, floats).
+ARRAY_KINDS = "biuf"
+#: Widest string a string field may declare (characters).
+MAX_STRING_CHARS = 4096
 
 
 # --------------------------------------------------------------------------- versions
@@ -104,25 +139,28 @@ def _class_name(cls: type) -> str:
     return f"{cls.__module__}:{cls.__qualname__}"
 
 
-def _resolve_class(name: str) -> type:
-    """A dataclass of the daskdepth package from ``module:qualname`` (nothing else)."""
-    module, _, qualname = name.partition(":")
-    if not (module == "daskdepth" or module.startswith("daskdepth.")) or not qualname:
+def _allowed_class(name: str) -> type:
+    """The dataclass of :data:`MODEL_CLASSES` stored as ``module:qualname`` (nothing else)."""
+    cls = MODEL_CLASSES.get(name) if isinstance(name, str) else None
+    if cls is not None:
+        return cls
+    module = name.partition(":")[0] if isinstance(name, str) else ""
+    if not (module == "daskdepth" or module.startswith("daskdepth.")):
         raise ModelFormatError(f"the model refers to class {name!r}, which is not part of "
                                "daskdepth; refusing to load it")
     try:
         obj: Any = importlib.import_module(module)
-        for part in qualname.split("."):
+        for part in name.partition(":")[2].split("."):
             obj = getattr(obj, part)
-    except (ImportError, AttributeError):
+    except (ImportError, AttributeError, ValueError):
         raise ModelFormatError(
             f"the model refers to {name!r}, which this daskdepth does not have: it was saved "
             "by a daskdepth with another summary layout; load it with that version or refit "
             "the model"
         ) from None
-    if not (isinstance(obj, type) and dataclasses.is_dataclass(obj)):
-        raise ModelFormatError(f"{name!r} is not a daskdepth dataclass")
-    return obj
+    allowed = ", ".join(c.__qualname__ for c in MODEL_CLASSES.values())
+    raise ModelFormatError(f"the model refers to {name!r}, which is not a class a model holds "
+                           f"({allowed}); refusing to load it")
 
 
 def _json_scalar(value: Any) -> Any:
@@ -245,6 +283,20 @@ def _checksum(arr: np.ndarray) -> str:
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
+def document_checksum(doc: dict[str, Any]) -> str:
+    """SHA-256 of the canonical JSON (sorted keys, no spaces, ASCII) of ``doc`` less ``checksum``.
+
+    Examples
+    --------
+    >>> document_checksum({"b": 1, "a": [1.5, "x"], "checksum": "ignored"})[:12]
+    '27edd5497e48'
+    """
+    body = {k: v for k, v in doc.items() if k != "checksum"}
+    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
+                      allow_nan=False)
+    return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
 # --------------------------------------------------------------------------- decoding
 
 
@@ -263,18 +315,45 @@ class _Reader:
         return corrupted(self.where, f"{what}; save the model again or restore the store from "
                                      "a copy")
 
-    def array(self, path: str) -> np.ndarray:
-        if path in self._cache:
-            return self._cache[path]
-        spec = self.manifest.get(path)
+    def spec(self, path: Any) -> dict[str, Any]:
+        """The manifest entry of the array at ``path``."""
+        spec = self.manifest.get(path) if isinstance(path, str) else None
         if spec is None:
             raise self.corrupt(f"array {path!r} is not listed in its attributes")
+        return spec
+
+    def array(self, path: str) -> np.ndarray:
+        """The array at ``path``, checked against the manifest before and after it is read."""
+        if path in self._cache:
+            return self._cache[path]
+        spec = self.spec(path)
         try:
             node = self.group[path]
-            with quiet_zarr():
-                arr = np.asarray(node[...])
         except KeyError:
             raise self.corrupt(f"array {path!r} is missing") from None
+        except Exception as exc:
+            raise self.corrupt(f"array {path!r} cannot be opened ({exc})") from None
+        # What the store declares must be what the manifest says, before anything is read:
+        # a shape edited in the array's metadata must not make it allocate.
+        shape, dtype = tuple(getattr(node, "shape", ())), getattr(node, "dtype", None)
+        try:
+            declared = np.dtype(dtype).str if dtype is not None else None
+        except TypeError:
+            declared = None
+        if list(shape) != list(spec["shape"]) or declared != spec["dtype"]:
+            raise self.corrupt(f"array {path!r} is declared with shape {shape} and dtype "
+                               f"{declared}, but its attributes say {tuple(spec['shape'])} and "
+                               f"{spec['dtype']}")
+        try:
+            missing = int(node.nchunks) - int(node.nchunks_initialized)
+        except Exception as exc:
+            raise self.corrupt(f"array {path!r} cannot be listed ({exc})") from None
+        if missing:
+            raise self.corrupt(f"{missing} of {node.nchunks} chunks of array {path!r} are "
+                               "missing")
+        try:
+            with quiet_zarr():
+                arr = np.asarray(node[...])
         except Exception as exc:
             raise self.corrupt(f"array {path!r} cannot be read ({exc})") from None
         if list(arr.shape) != list(spec["shape"]) or arr.dtype.str != spec["dtype"]:
@@ -286,6 +365,19 @@ class _Reader:
         self._cache[path] = arr
         return arr
 
+    def strings(self, node: dict[str, Any]) -> np.ndarray:
+        """A string array from JSON, without trusting its declared width."""
+        values = node["values"]
+        flat = np.asarray(values, dtype=object).ravel()
+        if not all(isinstance(v, str) for v in flat):
+            raise self.corrupt("a string field holds values that are not strings")
+        dtype = np.dtype(node["dtype"])
+        if dtype.kind == "O":
+            return np.asarray(values, dtype=object)
+        if dtype.kind != "U" or dtype.itemsize // 4 > MAX_STRING_CHARS:
+            raise self.corrupt(f"a string field declares the dtype {dtype.str}")
+        return np.asarray(values, dtype=dtype)
+
     def value(self, node: Any) -> Any:
         if not isinstance(node, dict):
             return node
@@ -295,7 +387,7 @@ class _Reader:
         if kind == "array":
             return self.array(node["path"])
         if kind == "strings":
-            return np.asarray(node["values"], dtype=np.dtype(node["dtype"]))
+            return self.strings(node)
         if kind == "dataclass":
             cls = self.check_class(node["class"])
             return _construct(cls, {k: self.value(v) for k, v in node["fields"].items()})
@@ -308,7 +400,7 @@ class _Reader:
         raise self.corrupt(f"unknown value kind {kind!r}")
 
     def check_class(self, name: str) -> type:
-        cls = _resolve_class(name)
+        cls = _allowed_class(name)
         stored = self.classes.get(name)
         current = [f.name for f in dataclasses.fields(cls)]
         if stored != current:
@@ -336,10 +428,15 @@ class _Reader:
         elif kind == "table":
             out = self.table(node["table"])
         elif kind == "ragged":
-            stacked = self.value(node["array"])
-            lengths = [int(k) for k in node["lengths"]]
-            if sum(lengths) != stacked.shape[0]:
+            lengths = node["lengths"]
+            if not (isinstance(lengths, list) and all(
+                    isinstance(k, int) and not isinstance(k, bool) and k >= 0 for k in lengths)):
+                raise self.corrupt("a column's lengths are not non-negative integers")
+            ref = node["array"]
+            shape = self.spec(ref.get("path") if isinstance(ref, dict) else None)["shape"]
+            if not shape or sum(lengths) != shape[0]:  # checked before the array is read
                 raise self.corrupt("a column's lengths do not add up to its array")
+            stacked = self.value(ref)
             bounds = np.cumsum([0, *lengths])
             out = [stacked[a:b] for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
         elif kind == "items":
@@ -435,9 +532,12 @@ def _write(doc: dict[str, Any], arrays: dict[str, np.ndarray], path: str | os.Pa
     import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
     with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
-        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
+        # mode "a": the directory exists and holds SafeOutput's owner file
+        group = zarr.open_group(str(out.path), mode="a", zarr_format=3)
         for apath, arr in arrays.items():
-            group.create_array(apath, data=arr, chunks=_chunks(arr))
+            # every chunk, even one of fill values: readers refuse missing chunks
+            group.create_array(apath, data=arr, chunks=_chunks(arr),
+                               config={"write_empty_chunks": True})
         group.attrs[ATTR] = doc
         return out.commit()
 
@@ -512,7 +612,7 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
         "created": utc_now(),
         "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
     }
-    json.dumps(doc, allow_nan=False)  # fail before writing anything
+    doc["checksum"] = document_checksum(doc)  # also fails before writing anything on NaN
     return _write(doc, writer.arrays, path, overwrite)
 
 
@@ -549,8 +649,15 @@ def is_model(path: str | os.PathLike[str],
 
 def _open_model(path: str | os.PathLike[str],
                 storage_options: dict[str, Any] | None) -> _Opened:
-    """Open a model store and check its document's format and version."""
+    """Open a model store and check its document: size, format, version, keys, checksum."""
     where = os.fspath(path)
+    if not is_url(where):
+        meta = local_path(where) / "zarr.json"
+        with contextlib.suppress(OSError):
+            if meta.stat().st_size > MAX_DOCUMENT_BYTES:
+                raise ModelFormatError(
+                    f"{where!r} is not a daskdepth model: its attributes take "
+                    f"{meta.stat().st_size:,} bytes, more than a model's ({MAX_DOCUMENT_BYTES:,})")
     try:
         node = open_node(where, storage_options)
     except FileNotFoundError:
@@ -562,15 +669,69 @@ def _open_model(path: str | os.PathLike[str],
         raise ModelFormatError(f"{where!r} is not a daskdepth model (it has no "
                                f"{ATTR!r} model attributes)")
     version = doc.get("format_version")
-    if not isinstance(version, int) or version < 1:
+    if not isinstance(version, int) or isinstance(version, bool) or version < 1:
         raise corrupted(where, f"its format version {version!r} is not a positive integer")
+    writer = doc.get("versions", {}).get("daskdepth") if isinstance(doc.get("versions"),
+                                                                    dict) else None
     if version > FORMAT_VERSION:
-        writer = doc.get("versions", {}).get("daskdepth", "a newer version")
         raise ModelFormatError(
-            f"the model {where!r} has format version {version}, written by daskdepth {writer}; "
-            f"this daskdepth reads format versions up to {FORMAT_VERSION}: upgrade daskdepth"
+            f"the model {where!r} has format version {version}, written by daskdepth "
+            f"{writer or 'a newer version'}; this daskdepth reads format version "
+            f"{FORMAT_VERSION}: upgrade daskdepth"
         )
+    if version < FORMAT_VERSION:
+        raise ModelFormatError(
+            f"the model {where!r} has format version {version} (written by daskdepth "
+            f"{writer or 'an older version'}), an older layout that this daskdepth no longer "
+            f"reads: its attributes are not covered by a checksum. Refit the model and save it "
+            f"again (format version {FORMAT_VERSION})"
+        )
+    unknown = sorted(str(k) for k in doc if k not in DOCUMENT_KEYS)
+    if unknown:
+        raise corrupted(where, f"its attributes have unknown entries {unknown}")
+    try:
+        expected = document_checksum(doc)
+    except (TypeError, ValueError) as exc:
+        raise malformed(where, exc) from None
+    if doc.get("checksum") != expected:
+        raise corrupted(where, "its attributes do not match their checksum (they were edited "
+                               "or truncated); save the model again or restore the store from "
+                               "a copy")
     return _Opened(node, doc, where)
+
+
+def _max_bytes(max_bytes: int | None) -> int:
+    """The cap on a model's arrays: ``max_bytes``, else the environment's, else the default."""
+    if max_bytes is not None:
+        return int(max_bytes)
+    text = os.environ.get("DASKDEPTH_MAX_MODEL_BYTES", "")
+    return int(text) if text.strip().isdigit() else MAX_MODEL_BYTES
+
+
+def _check_manifest(manifest: Any, where: str, max_bytes: int) -> None:
+    """Refuse a manifest with odd entries, or one declaring more memory than allowed."""
+    if not isinstance(manifest, dict):
+        raise corrupted(where, "its array manifest is not a mapping")
+    total = 0
+    for path, spec in manifest.items():
+        ok = isinstance(spec, dict) and set(spec) == {"dtype", "shape", "sha256"}
+        shape = spec.get("shape") if ok else None
+        try:
+            dtype = np.dtype(spec["dtype"]) if ok and isinstance(spec["dtype"], str) else None
+        except TypeError:
+            dtype = None
+        if (dtype is None or dtype.kind not in ARRAY_KINDS or dtype.itemsize > 8
+                or dtype.str != spec["dtype"] or not isinstance(shape, list) or len(shape) > 2
+                or not all(isinstance(k, int) and not isinstance(k, bool) and k >= 0
+                           for k in shape)):
+            raise corrupted(where, f"its manifest entry for {path!r} is not a dtype, shape and "
+                                   "checksum of a numeric array of at most two dimensions")
+        total += dtype.itemsize * math.prod(shape)
+    if total > max_bytes:
+        raise ModelFormatError(
+            f"the model {where!r} declares {total / 2**30:.2f} GiB of arrays, more than the "
+            f"{max_bytes / 2**30:.2f} GiB a model may take; if you trust it, set "
+            "DASKDEPTH_MAX_MODEL_BYTES (or pass max_bytes) to a larger number of bytes")
 
 
 def read_attributes(path: str | os.PathLike[str],
@@ -602,7 +763,8 @@ class StoredModel:
 
 
 def read_model(path: str | os.PathLike[str],
-               storage_options: dict[str, Any] | None = None) -> StoredModel:
+               storage_options: dict[str, Any] | None = None,
+               max_bytes: int | None = None) -> StoredModel:
     """Read, check and decode a saved model: every array against its checksum.
 
     Parameters
@@ -611,6 +773,10 @@ def read_model(path: str | os.PathLike[str],
         Local path or fsspec URL of the saved model.
     storage_options : dict, optional
         Passed to fsspec for URLs.
+    max_bytes : int, optional
+        Refuse a model whose arrays would take more memory (default
+        :data:`MAX_MODEL_BYTES`, or the environment variable
+        ``DASKDEPTH_MAX_MODEL_BYTES``).
 
     Returns
     -------
@@ -631,11 +797,13 @@ def read_model(path: str | os.PathLike[str],
         name = doc["estimator"]
         if not isinstance(name, str):
             raise TypeError(f"the estimator name is a {type(name).__name__}")
+        _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
         reader = _Reader(opened.group, doc["arrays"], doc["classes"], where)
         params = {k: reader.value(v) for k, v in doc["params"].items()}
         state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:
         raise
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError,
+            RecursionError) as exc:
         raise malformed(where, exc) from None
     return StoredModel(where=where, estimator=name, params=params, state=state)

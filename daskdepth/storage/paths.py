@@ -66,6 +66,24 @@ def local_path(path: str | os.PathLike[str]) -> Path:
         raise error from None
 
 
+def local_target(path: str | os.PathLike[str]) -> Path | None:
+    """The local path a path or URL reaches (``file://``, ``local://``, also chained), or None.
+
+    Examples
+    --------
+    >>> str(local_target("simplecache::local:///data/x.zarr")), local_target("s3://b/x.zarr")
+    ('/data/x.zarr', None)
+    """
+    text = os.fspath(path)
+    if not is_url(text):
+        return local_path(text)
+    for part in text.split("::"):
+        protocol, sep, rest = part.partition("://")
+        if sep and protocol.lower() in ("file", "local"):
+            return local_path(rest)
+    return None
+
+
 def is_zarr_store(path: Path) -> bool:
     """True when ``path`` looks like a local Zarr store (format 2 or 3)."""
     if not path.is_dir():
@@ -82,6 +100,8 @@ def quiet_zarr() -> Iterator[None]:
                                 message=".*Consolidated metadata is currently not part.*")
         warnings.filterwarnings("ignore",
                                 message=".*Failed to open Zarr store with consolidated.*")
+        # the owner file of a temporary being written (daskdepth.storage.atomic.OWNER_FILE)
+        warnings.filterwarnings("ignore", message=r".*\.daskdepth-owner is not recognized.*")
         yield
 
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .leaves import BlockLeaves
+from .leaves import BlockLeaves, _check_array, _check_int
 from .rows import prepare_rows
 from .sorted import BlockSorted
 
@@ -51,6 +51,49 @@ class DepthSummary:
     @property
     def nbytes(self) -> int:
         return self.directions.nbytes + sum(b.nbytes for b in self.blocks)
+
+    def validate(self) -> None:
+        """Refuse a summary this package could not have built (e.g. loaded from a file).
+
+        ``n`` a positive integer, ``location`` and ``directions`` finite float64
+        arrays of matching widths, and blocks that cover the directions in
+        order, each checked by its ``validate`` (:meth:`BlockLeaves.validate
+        <daskdepth.summary.leaves.BlockLeaves.validate>`, :meth:`BlockSorted.validate
+        <daskdepth.summary.sorted.BlockSorted.validate>`).  Run before any kernel
+        reads the summary.
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.n, "n", 1)
+        if not isinstance(self.location, np.ndarray) or self.location.ndim != 1:
+            raise ValueError("location is not a 1-D array")
+        d = self.location.shape[0]
+        _check_array(self.location, "location", (np.float64,), (max(d, 1),))
+        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
+            raise ValueError("directions is not a 2-D array")
+        m = self.directions.shape[0]
+        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), d))
+        if not (np.isfinite(self.location).all() and np.isfinite(self.directions).all()):
+            raise ValueError("location or directions hold values that are not finite")
+        if not isinstance(self.blocks, list) or not self.blocks:
+            raise ValueError("blocks is not a non-empty list")
+        start = 0
+        for i, block in enumerate(self.blocks):
+            if type(block) not in (BlockLeaves, BlockSorted):
+                raise ValueError(f"block {i} is a {type(block).__name__}, not a BlockLeaves "
+                                 "or a BlockSorted")
+            if block.j0 != start:
+                raise ValueError(f"block {i} starts at direction {block.j0}, not {start}")
+            try:
+                block.validate(self.n)
+            except ValueError as exc:
+                raise ValueError(f"block {i}: {exc}") from None
+            start = block.j1
+        if start != m:
+            raise ValueError(f"the blocks cover {start} directions, not {m}")
 
     def direction_errors(self) -> np.ndarray:
         """Certified bound of every direction's ``min(L, G) / n`` (its worst leaf)."""

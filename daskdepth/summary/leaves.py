@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from ..kernels.leaves import finish_leaves, plan_cuts
+from ..kernels.leaves import finish_leaves, plan_cuts, tabulate_leaves
 from ..kernels.routing import (
     PAD,
     PROJECT_MAX_D,
@@ -209,6 +209,70 @@ class BlockLeaves:
         empty = np.zeros(0)
         return cls(j0, j1, cptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
 
+    # ---------------------------------------------------------------- checks
+
+    def validate(self, n: int) -> None:
+        """Refuse a finished block that this package could not have built (e.g. loaded from a file).
+
+        Checked before any kernel reads it, as the kernels index memory with
+        these arrays: the types and shapes of every field; the key pointers
+        (``cptr`` from 0, non-decreasing, so every direction's keys and leaves
+        lie in ``keys`` and ``counts``); each direction's keys finite and
+        increasing, followed by the ``+inf`` padding that ends every search;
+        the routing structure (``g``, ``g_lo``, ``g_scale``, ``table``) equal to
+        the one :meth:`from_keys` builds from the keys; the leaf counts finite,
+        non-negative and adding up to ``n`` in every direction; and ``lut`` and
+        ``worst`` equal to what the counts give (so scores lie in ``[0, 1]`` and
+        the error bound is the one the counts certify).
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.j0, "j0", 0)
+        _check_int(self.j1, "j1", self.j0 + 1)
+        mb = self.mb
+        cptr = _check_array(self.cptr, "cptr", (np.int64,), (mb + 1,))
+        steps = np.diff(cptr)
+        if cptr[0] != 0 or (steps < 0).any():
+            raise ValueError("cptr must start at 0 and never decrease")
+        n_keys = int(cptr[-1])
+        keys = _check_array(self.keys, "keys", (np.float64,), (n_keys + PAD * mb,))
+        kptr = self.kptr
+        pads = (kptr[:-1] + steps)[:, None] + np.arange(PAD)
+        if not np.isposinf(keys[pads]).all():
+            raise ValueError("keys lack the +inf padding after a direction's keys")
+        cuts = unpad_keys(cptr, keys)
+        if not np.isfinite(cuts).all():
+            raise ValueError("keys hold a value that is not finite")
+        ascending = np.diff(cuts) > 0
+        starts = cptr[1:-1] - 1  # from a direction's last key to the next one's first
+        ascending[starts[(starts >= 0) & (starts < ascending.size)]] = True
+        if not ascending.all():
+            raise ValueError("a direction's keys are not increasing")
+        built = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
+        _check_int(self.g, "g", 0)
+        if (self.g != built.g
+                or not _same(self.g_lo, built.g_lo) or not _same(self.g_scale, built.g_scale)
+                or not _same(self.table, built.table)):
+            raise ValueError("the guide grid (g, g_lo, g_scale, table) does not match the keys")
+        n_leaves = n_keys + mb
+        counts = _check_array(self.counts, "counts", (np.float32, np.float64), (n_leaves,))
+        if not (np.isfinite(counts).all() and (counts >= 0).all()):
+            raise ValueError("leaf counts must be finite and non-negative")
+        totals = np.add.reduceat(counts.astype(np.float64), self.lptr[:-1])
+        if not (totals == n).all():
+            raise ValueError(f"a direction's leaf counts add up to {totals[totals != n][0]:g} "
+                             f"rows, not the {n} the summary was fitted on")
+        _check_array(self.ext, "ext", (np.float64,), (mb, 2))
+        lut = _check_array(self.lut, "lut", (counts.dtype.type,), (n_leaves,))
+        worst = _check_array(self.worst, "worst", (np.float64,), (mb,))
+        want_lut, want_worst = np.empty_like(lut), np.zeros(mb)
+        tabulate_leaves(cptr, keys, counts, want_lut, want_worst)
+        if not (_same(lut, want_lut) and _same(worst, want_worst)):
+            raise ValueError("the tabulated scores (lut, worst) do not match the leaf counts")
+
     @property
     def router(self) -> Router:
         """The routing structure the block kernels read."""
@@ -360,6 +424,33 @@ class BlockLeaves:
         """
         assert self.worst is not None
         return self.worst / (2.0 * n)
+
+
+def _check_int(value: object, name: str, low: int) -> None:
+    """Refuse a field that is not an int (bool apart) of at least ``low``."""
+    if not isinstance(value, (int, np.integer)) or isinstance(value, (bool, np.bool_)):
+        raise ValueError(f"{name} is a {type(value).__name__}, not an integer")
+    if value < low:
+        raise ValueError(f"{name} is {value}, less than {low}")
+
+
+def _check_array(value: object, name: str, dtypes: tuple[type, ...],
+                 shape: tuple[int, ...]) -> np.ndarray:
+    """``value`` if it is a C-contiguous array of one of ``dtypes`` and of ``shape``."""
+    if not isinstance(value, np.ndarray):
+        raise ValueError(f"{name} is a {type(value).__name__}, not an array")
+    if value.dtype.type not in dtypes or value.dtype.byteorder not in "=|<" \
+            or not value.flags.c_contiguous:
+        raise ValueError(f"{name} has dtype {value.dtype}, expected "
+                         f"{' or '.join(np.dtype(t).name for t in dtypes)}")
+    if value.shape != shape:
+        raise ValueError(f"{name} has shape {value.shape}, expected {shape}")
+    return value
+
+
+def _same(a: np.ndarray, b: np.ndarray) -> bool:
+    """Same dtype, shape and values."""
+    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
 
 
 def _projection(xc: np.ndarray, v: np.ndarray) -> Projection:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.mass import mass_scores
+from .leaves import _check_array, _check_int
 from .rows import prepare_rows
 
 
@@ -30,6 +31,31 @@ class MassSummary:
     @property
     def nbytes(self) -> int:
         return self.directions.nbytes + self.splits.nbytes + self.left.nbytes
+
+    def validate(self) -> None:
+        """Refuse a summary this package could not have built (e.g. loaded from a file).
+
+        ``n`` a positive integer; ``location`` (d,), ``directions`` (m, d) and
+        ``splits`` (m,) finite float64 arrays; ``left`` (m,) shares in [0, 1].
+        Run before :func:`~daskdepth.kernels.mass.mass_scores` reads them.
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.n, "n", 1)
+        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
+            raise ValueError("directions is not a 2-D array")
+        m, d = self.directions.shape
+        _check_array(self.location, "location", (np.float64,), (d,))
+        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), max(d, 1)))
+        _check_array(self.splits, "splits", (np.float64,), (m,))
+        _check_array(self.left, "left", (np.float64,), (m,))
+        if not all(np.isfinite(a).all() for a in (self.location, self.directions, self.splits)):
+            raise ValueError("location, directions or splits hold values that are not finite")
+        if not ((self.left >= 0) & (self.left <= 1)).all():
+            raise ValueError("left holds shares outside [0, 1]")
 
     def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         """Half-space mass of the rows of ``x`` (NaN where ``valid`` is False).

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..kernels.ranks import clamp_projections, in_sample_counts, score_sorted
 from ..kernels.routing import project, project_columns
+from .leaves import _check_array, _check_int
 
 
 @dataclass
@@ -99,3 +100,25 @@ class BlockSorted:
     def direction_errors(self, n: int) -> np.ndarray:
         """Per direction, the bound on |estimated - exact| depth contribution: 0 (exact)."""
         return np.zeros(self.mb)
+
+    def validate(self, n: int) -> None:
+        """Refuse a block this package could not have built (e.g. loaded from a file).
+
+        ``j0 < j1`` integers and ``values`` a C-contiguous float64 array of
+        ``n`` sorted projections per direction, none NaN (as
+        :func:`~daskdepth.kernels.ranks.clamp_projections` leaves them): the
+        searches of :func:`~daskdepth.kernels.ranks.score_sorted` then stay in
+        the array and count exactly.
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.j0, "j0", 0)
+        _check_int(self.j1, "j1", self.j0 + 1)
+        values = _check_array(self.values, "values", (np.float64,), (self.mb, n))
+        if np.isnan(values).any():
+            raise ValueError("values hold NaN")
+        if (np.diff(values, axis=1) < 0).any():
+            raise ValueError("a direction's values are not sorted")
