@@ -245,6 +245,19 @@ def test_registry_names_and_make_estimator():
         make_estimator("halfspace-mass", psi=8)
 
 
+@pytest.mark.parametrize("cls", [daskdepth.Halfspace, daskdepth.HalfspaceMass])
+def test_no_standard_error_targets_for_a_minimum_or_a_mass(cls):
+    # n_directions='auto' and return_std concern a mean over directions.
+    x = gaussian_data(300, 2, seed=20)
+    with pytest.raises(ValueError, match=r"'n_directions' parameter of \w+ must be an int in "
+                                         r"the range \[1, inf\) or None\. Got 'auto'"):
+        cls(n_directions="auto").fit(x)
+    model = cls(n_directions=10, random_state=0).fit(x)
+    with pytest.raises((TypeError, ValueError)):
+        model.score_samples(x, return_std=True)
+    assert "'auto'" not in cls.__doc__.split("n_directions :")[1].split("\n    ")[0]
+
+
 def test_score_functions_take_the_depth_options():
     x = gaussian_data(800, 2, seed=14)
     t = daskdepth.score(x, depth="halfspace", random_state=0, n_directions=30, tol=0)

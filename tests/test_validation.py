@@ -240,8 +240,9 @@ def test_score_before_fit(x):
 # --------------------------------------------------------------------------- parameters
 
 
-ND = (r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\), a str among "
-      r"\{'auto'\} or None")
+# The depths averaging over directions also take 'auto'; the half-space mass does not.
+ND = (r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\)"
+      r"(, a str among \{'auto'\})? or None")
 ND_BOOL = r"'n_directions' parameter of \w+ must be a number, not a bool"
 TOL = r"'tol' parameter of \w+ must be a float in the range \[0\.0, 0\.5\)"
 NAN = r"'nan_policy' parameter of \w+ must be a str among \{'(raise|omit)', '(raise|omit)'\}"

@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
+
+from sklearn.utils._param_validation import StrOptions
 
 from ..covariance.estimate import covariance_spec
 from .base import _PARAMS_DOC, DepthDetector
 from .params import CONSTRAINTS
+
+
+def _without_auto(doc: str) -> str:
+    """The parameters' text for a depth that has no ``n_directions='auto'``."""
+    out, count = re.subn(r"int, 'auto' or None(.*?); 'auto' picks .*?is the ``m`` used\.",
+                         r"int or None\1.", doc, count=1, flags=re.S)
+    if count != 1:  # pragma: no cover - the shared text changed: update this pattern
+        raise RuntimeError("the n_directions text of _PARAMS_DOC no longer mentions 'auto'")
+    return out
 
 #: AI-IRW's frame parameter.
 _FRAME_DOC = """    frame : {'correlation', 'invariant'}, default='correlation'
@@ -156,7 +168,7 @@ class Halfspace(DepthDetector):
     them (``v_j = W u_j``, ``W W^T = Sigma^{-1}``), which makes the depth
     invariant under affine maps of the data.
 """
-        + _PARAMS_DOC.format(
+        + _without_auto(_PARAMS_DOC).format(
             cov="""    affine_invariant : bool, default=False
         Draw the directions whitened by the covariance, as :class:`AIIRW`
         does; ``covariance`` and ``support_fraction`` apply only then.
@@ -182,8 +194,11 @@ class Halfspace(DepthDetector):
     _statistic = "min_depth"
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
-        "n_directions", "affine_invariant", "covariance", "tol", "contamination",
-        "random_state", "nan_policy", "support_fraction")}
+        "affine_invariant", "covariance", "tol", "contamination", "random_state",
+        "nan_policy", "support_fraction")}
+    # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
+    _parameter_constraints["n_directions"] = [
+        c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = 1e-4, contamination: float = 0.1,
