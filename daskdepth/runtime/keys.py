@@ -22,7 +22,7 @@ VERBS: dict[str, str] = {
     "reweight": "MCD: the reweighting pass",
     "shrinkage": "Ledoit-Wolf: the fourth-moment pass",
     "frame": "AI-IRW's invariant frame: whitened covariance and fourth moments",
-    "sample": "the pilot's row sample, shared by the pilot tasks",
+    "sample": "the row sample (centred), shared by the pilot or exact tasks",
     "pilot": "leaf keys planned from the row sample, per direction block",
     "exact": "in memory: sorted projections and in-sample counts, per direction block",
     "leaves": "a direction block's leaves, shared by the pass tasks",
