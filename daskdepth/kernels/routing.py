@@ -15,6 +15,7 @@ computed, routed and used in one loop, never stored.
 
 from __future__ import annotations
 
+import math
 from typing import NamedTuple
 
 import numpy as np
@@ -44,9 +45,11 @@ class Projection(NamedTuple):
 class Router(NamedTuple):
     """A block's routing structure: guide grid per direction, padded keys, leaf offsets.
 
-    Direction ``jj``'s guide grid has ``g`` cells from ``g_lo[jj]`` with scale
-    ``g_scale[jj]``; its keys start at ``keys[kptr[jj]]`` and its leaves at
-    ``lptr[jj]``; ``table[jj, c]`` counts its keys in the cells before ``c``.
+    Direction ``jj``'s guide grid has ``g`` cells: linear from ``g_lo[jj]`` with
+    scale ``g_scale[jj]``, or, where ``g_log[jj, 0] > 0``, logarithmic around
+    ``g_lo[jj]`` (see :func:`log_cell`); its keys start at ``keys[kptr[jj]]`` and
+    its leaves at ``lptr[jj]``; ``table[jj, c]`` counts its keys in the cells
+    before ``c``.
     """
 
     g_lo: np.ndarray
@@ -56,6 +59,7 @@ class Router(NamedTuple):
     keys: np.ndarray
     table: np.ndarray
     lptr: np.ndarray
+    g_log: np.ndarray
 
 
 #: ``+inf`` sentinels after each direction's keys: the window search below reads
@@ -78,6 +82,24 @@ def cell(p, lo, sc, gm):
     return np.uint64(np.int64(x + 1.0))
 
 
+@kernel
+def log_cell(p, c, inv_s, k, gm):
+    """Guide cell in ``[0, g + 1]`` of ``p`` on a logarithmic scale around ``c``; monotone.
+
+    ``g / 2 + sign(t) k L(|t| / s)`` with ``t = p - c`` and ``L(u) = e - 2 + 2 m``
+    for ``1 + u = m 2^e`` (``frexp``), the piecewise-linear ``log2(1 + u)``: exact
+    and continuous at powers of 2, and every step is monotone (rounding is), so
+    keys in earlier cells are never above ``p``.  Cells grow geometrically away
+    from ``c``, which spreads the keys of heavy-tailed projections (most within
+    +-1, a few at 1e20) evenly enough for the eight-key search.
+    """
+    t = p - c
+    m, e = math.frexp(abs(t) * inv_s + 1.0)
+    x = k * ((e - 2) + 2.0 * m)
+    pos = 0.5 * (gm - 0.5) + x if t >= 0.0 else 0.5 * (gm - 0.5) - x
+    return np.uint64(np.int64(min(max(pos, -1.0), gm) + 1.0))
+
+
 #: Rows routed together: a tile's projections and leaves stay in L1 while each
 #: phase (project, search, use) runs over it.  Short dependency chains per
 #: phase let the CPU overlap many rows' memory loads (measured 1.5x faster than
@@ -91,15 +113,17 @@ MAXF = 1.7976931348623157e308
 
 
 @kernel
-def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, gm, keys, k0, tab, pbuf, lbuf):
+def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, ls, lk, gm, keys, k0, tab, pbuf,
+               lbuf):
     """Projections and leaves (number of keys ``<= p``) of rows ``t0 .. t1 - 1``.
 
     Projections are summed feature by feature in a fixed order, so a row's
     value does not depend on its chunk and equals :func:`project`'s (BLAS may
     reorder sums by shape); with ``direct`` they are read from ``P``.  The
-    search starts at the first key of the row's guide cell and counts the keys
-    ``<= p`` among the next eight without branches; a cell with more than seven
-    keys ``<= p`` (rare with four cells per key) continues linearly until a
+    search starts at the first key of the row's guide cell (:func:`cell`, or
+    :func:`log_cell` when ``ls > 0``) and counts the keys ``<= p`` among the next
+    eight without branches; a cell with more than seven keys ``<= p`` (rare with
+    four cells per key and a guide fitted to the keys) continues linearly until a
     ``+inf`` sentinel.  Invalid rows get projection 0 and are skipped by callers.
     """
     d = X.shape[1]
@@ -117,7 +141,11 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, gm, keys, k0, tab, pb
         elif p > MAXF:
             p = MAXF
         pbuf[i - t0] = p
-        lbuf[i - t0] = k0 + np.uint64(tab[cell(p, lo, sc, gm)])
+        # The grid is the direction's: this test is the same for every row.
+        if ls > 0.0:
+            lbuf[i - t0] = k0 + np.uint64(tab[log_cell(p, lo, ls, lk, gm)])
+        else:
+            lbuf[i - t0] = k0 + np.uint64(tab[cell(p, lo, sc, gm)])
     for s in range(t1 - t0):
         p = pbuf[s]
         q = lbuf[s]
@@ -260,18 +288,33 @@ def unpad_keys(cptr, keys):
 
 
 @kernel
-def guide_table(g_lo, g_scale, g, kptr, keys, table):
-    """Fill ``table[jj, c]``: keys of direction ``jj`` whose guide cell is before ``c``."""
+def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only):
+    """Fill ``table[jj, c]``: keys of direction ``jj`` whose guide cell is before ``c``.
+
+    Only the directions with ``only[jj]`` are filled.  Returns each direction's
+    expected scan, ``sum over cells of keys ** 2 / keys``: the keys a lookup
+    starts before or scans, for a point distributed like the keys.
+    """
     gm = g + 0.5
+    cost = np.zeros(g_lo.size)
     for jj in range(g_lo.size):
+        if not only[jj]:
+            continue
         row = table[jj]
         row[:] = 0
         for k in range(kptr[jj], kptr[jj + 1] - PAD):
-            c = cell(keys[k], g_lo[jj], g_scale[jj], gm)
+            if g_log[jj, 0] > 0.0:
+                c = log_cell(keys[k], g_lo[jj], g_log[jj, 0], g_log[jj, 1], gm)
+            else:
+                c = cell(keys[k], g_lo[jj], g_scale[jj], gm)
             if c + 1 < g + 2:
                 row[c + 1] += 1
+        sq = 0.0
         for c in range(1, g + 2):
+            sq += float(row[c]) * float(row[c])
             row[c] += row[c - 1]
+        cost[jj] = sq / max(1, kptr[jj + 1] - PAD - kptr[jj])
+    return cost
 
 
 @kernel
@@ -295,7 +338,7 @@ def count_block(proj, valid, weight, router, counts, ext):
     ``(min, max)`` of direction ``jj``'s projections, kept in registers.
     """
     X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -307,8 +350,8 @@ def count_block(proj, valid, weight, router, counts, ext):
         hi = ext[jj, 1]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
-                       table[jj], pbuf, lbuf)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
+                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 if not valid[t0 + s]:
                     continue
@@ -328,7 +371,7 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     the output buffer, which grows if it is exceeded.
     """
     X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -345,8 +388,8 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
         l0 = lptr[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
-                       table[jj], pbuf, lbuf)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
+                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 node = l0 + np.int64(lbuf[s])
                 if not (valid[t0 + s] and wanted[node]):
@@ -373,7 +416,7 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
 def score_block(proj, valid, router, lut, out):
     """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
     X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -383,8 +426,8 @@ def score_block(proj, valid, router, lut, out):
         l0 = lptr[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
-                       table[jj], pbuf, lbuf)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
+                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
 
@@ -397,7 +440,7 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     Carlo standard error).
     """
     X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -407,8 +450,8 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
         l0 = lptr[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
-                       table[jj], pbuf, lbuf)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
+                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 out[t0 + s] += v
@@ -423,7 +466,7 @@ def score_block_min(proj, valid, router, lut, out):
     depths take the mean.
     """
     X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr = router
+    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
     gm = g + 0.5
     nr = valid.size
     pbuf = np.empty(TILE)
@@ -433,8 +476,8 @@ def score_block_min(proj, valid, router, lut, out):
         l0 = lptr[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], gm, keys, k0,
-                       table[jj], pbuf, lbuf)
+            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
+                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 if v < out[t0 + s]:

@@ -14,6 +14,7 @@ bit-identical results.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
+from typing import NamedTuple
 
 import numpy as np
 
@@ -61,6 +62,20 @@ GUIDE_QUANTILE = 0.001
 GUIDE_MARGIN = 0.05
 
 
+#: Above this many keys scanned per lookup (expected, for a point distributed
+#: like the keys) a direction's linear guide grid is replaced by a logarithmic one
+#: (:func:`daskdepth.kernels.routing.log_cell`) where that scans fewer.  A linear
+#: grid on Gaussian-like keys scans about 1-2; heavy tails (``sign(c) |c|^4``,
+#: ``c`` Cauchy) put thousands of keys in one cell.
+GUIDE_SCAN_MAX = 8.0
+
+
+#: The logarithmic grid is linear over the central ``GUIDE_LOG_CORE`` of the keys
+#: (by rank) and geometric beyond, so that the bulk of the keys spans several
+#: octaves of cells even when their density is singular at the centre.
+GUIDE_LOG_CORE = 1 / 64
+
+
 @dataclass
 class LeafCounts:
     """Rows per leaf (``counts``) and each direction's extreme values (``ext``).
@@ -91,27 +106,93 @@ class LeafCounts:
         return cls(counts, ext)
 
 
-def _guide(cptr: np.ndarray, kptr: np.ndarray,
-           keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
-    """Guide grid size, origin and scale of each direction, from its (padded) keys."""
+class Guide(NamedTuple):
+    """A block's guide grid: cells ``g``, per-direction parameters and the table."""
+
+    g: int
+    lo: np.ndarray
+    scale: np.ndarray
+    log: np.ndarray
+    table: np.ndarray
+
+
+def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
+    """Guide grid of each direction, from its (padded) keys, and its table.
+
+    Linear over the keys between the :data:`GUIDE_QUANTILE` ranks; where that
+    leaves more than :data:`GUIDE_SCAN_MAX` keys to scan per lookup (heavy tails,
+    far clusters), logarithmic around the median key if that scans fewer.  The
+    guide only chooses where the search among the keys starts: leaves are the
+    same whichever grid is used.
+    """
     nk = np.diff(cptr)
     mb = nk.size
     g = int(min(GUIDE_MAX, max(GUIDE_MIN, GUIDE_PER_KEY * int(nk.max(initial=0)))))
     lo = np.zeros(mb)
     scale = np.ones(mb)
+    log = np.zeros((mb, 2))
+    # uint16 when every direction has fewer than 65536 keys: half the cache
+    # footprint of int32.
+    small = cptr[-1] == 0 or nk.max() < 2**16
+    table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
     has = np.flatnonzero(nk)
-    if has.size == 0:
-        return g, lo, scale
-    first, top = kptr[has], nk[has] - 1
-    a = keys[first + np.floor(GUIDE_QUANTILE * top).astype(np.int64)]
-    b = keys[first + np.ceil((1 - GUIDE_QUANTILE) * top).astype(np.int64)]
-    spread = np.where(b > a, b - a, keys[first + top] - keys[first])
-    spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
-    lo[has] = a - GUIDE_MARGIN * spread
-    width = (1 + 2 * GUIDE_MARGIN) * spread
-    with np.errstate(over="ignore"):  # no overflow for tiny spreads
-        scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
-    return g, lo, scale
+    if has.size:
+        first, top = kptr[has], nk[has] - 1
+        a = keys[first + np.floor(GUIDE_QUANTILE * top).astype(np.int64)]
+        b = keys[first + np.ceil((1 - GUIDE_QUANTILE) * top).astype(np.int64)]
+        spread = np.where(b > a, b - a, keys[first + top] - keys[first])
+        spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
+        lo[has] = a - GUIDE_MARGIN * spread
+        width = (1 + 2 * GUIDE_MARGIN) * spread
+        with np.errstate(over="ignore"):  # no overflow for tiny spreads
+            scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
+    every = np.ones(mb, dtype=np.bool_)
+    cost = guide_table(lo, scale, log, g, kptr, keys, table, every)
+    heavy = np.flatnonzero((cost > GUIDE_SCAN_MAX) & (nk > 0))
+    if heavy.size:
+        _log_guide(heavy, g, cptr, kptr, keys, lo, scale, log, table, cost)
+    return Guide(g, lo, scale, log, table)
+
+
+def _log_guide(heavy: np.ndarray, g: int, cptr: np.ndarray, kptr: np.ndarray,
+               keys: np.ndarray, lo: np.ndarray, scale: np.ndarray, log: np.ndarray,
+               table: np.ndarray, cost: np.ndarray) -> None:
+    """Switch the ``heavy`` directions to logarithmic grids where they scan fewer keys.
+
+    Centre ``c``: the median key; linear scale ``s``: the half-width of the
+    central :data:`GUIDE_LOG_CORE` of the keys; the :data:`GUIDE_QUANTILE` ranks of
+    the keys farthest from ``c`` map to the ends of the grid.  Edits in place.
+    """
+    nk = np.diff(cptr)[heavy]
+    first, top = kptr[heavy], nk - 1
+
+    def at(q: float) -> np.ndarray:
+        return keys[first + np.round(q * top).astype(np.int64)]
+
+    c = at(0.5)
+    core = (at(0.5 + GUIDE_LOG_CORE / 2) - at(0.5 - GUIDE_LOG_CORE / 2)) / 2
+    reach = np.maximum(np.abs(at(1 - GUIDE_QUANTILE) - c), np.abs(c - at(GUIDE_QUANTILE)))
+    s = np.maximum(np.maximum(core, reach * 1e-15), np.finfo(np.float64).tiny)
+    with np.errstate(over="ignore"):
+        mant, expo = np.frexp(reach / s + 1.0)
+    span = expo - 2 + 2.0 * mant  # log_cell's piecewise-linear log2(1 + reach / s)
+    ok = np.isfinite(span) & (span > 0)
+    if not ok.any():
+        return
+    heavy, c, s, span = heavy[ok], c[ok], s[ok], span[ok]
+    old_lo, old_log = lo[heavy].copy(), log[heavy].copy()
+    old_table = table[heavy].copy()
+    lo[heavy] = c
+    log[heavy, 0] = 1.0 / s
+    log[heavy, 1] = (g / 2) / span
+    only = np.zeros(lo.size, dtype=np.bool_)
+    only[heavy] = True
+    new_cost = guide_table(lo, scale, log, g, kptr, keys, table, only)
+    worse = new_cost[heavy] >= cost[heavy]
+    if worse.any():  # keep the linear grid where the logarithmic one is no better
+        back = heavy[worse]
+        lo[back], log[back] = old_lo[worse], old_log[worse]
+        table[back] = old_table[worse]
 
 
 @dataclass
@@ -122,7 +203,7 @@ class BlockLeaves:
     keys) ``cuts[cptr[jj]:cptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
     (one more than cuts); they are stored padded, as ``keys``, with ``PAD``
     sentinels after each direction (:func:`daskdepth.kernels.routing.pad_keys`).
-    ``keys``, ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing structure
+    ``keys``, ``g``, ``g_lo``, ``g_scale``, ``g_log`` and ``table`` are the routing structure
     of :func:`daskdepth.kernels.routing.route_tile`.  Once fitted, ``counts`` holds
     the rows of each leaf, ``ext`` each direction's smallest and largest value, ``lut``
     the estimated ``min(L, G)`` of any point in each leaf (:meth:`finished`), which is
@@ -135,6 +216,7 @@ class BlockLeaves:
     g: int
     g_lo: np.ndarray
     g_scale: np.ndarray
+    g_log: np.ndarray
     keys: np.ndarray = field(repr=False)
     table: np.ndarray = field(repr=False)
     counts: np.ndarray | None = field(default=None, repr=False)
@@ -175,8 +257,8 @@ class BlockLeaves:
 
     @property
     def nbytes(self) -> int:
-        arrays = [self.g_lo, self.g_scale, self.cptr, self.keys, self.table, self.counts,
-                  self.ext, self.lut]
+        arrays = [self.g_lo, self.g_scale, self.g_log, self.cptr, self.keys, self.table,
+                  self.counts, self.ext, self.lut]
         return sum(a.nbytes for a in arrays if a is not None)
 
     # ---------------------------------------------------------------- construction
@@ -193,13 +275,8 @@ class BlockLeaves:
         """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
         kptr = cptr + PAD * np.arange(mb + 1)
-        g, lo, scale = _guide(cptr, kptr, keys)
-        # uint16 when every direction has fewer than 65536 keys: half the cache
-        # footprint of int32.
-        small = cptr[-1] == 0 or np.diff(cptr).max() < 2**16
-        table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
-        guide_table(lo, scale, g, kptr, keys, table)
-        return cls(j0, j1, cptr, g, lo, scale, keys, table)
+        guide = _guide(cptr, kptr, keys)
+        return cls(j0, j1, cptr, guide.g, guide.lo, guide.scale, guide.log, keys, guide.table)
 
     @classmethod
     def planned(cls, j0: int, j1: int, cptr: np.ndarray, cuts: np.ndarray) -> BlockLeaves:
@@ -207,7 +284,8 @@ class BlockLeaves:
         cptr = np.ascontiguousarray(cptr, dtype=np.int64)
         keys = pad_keys(cptr, np.ascontiguousarray(cuts, dtype=np.float64))
         empty = np.zeros(0)
-        return cls(j0, j1, cptr, 0, empty, empty, keys, np.zeros((0, 0), dtype=np.uint16))
+        return cls(j0, j1, cptr, 0, empty, empty, np.zeros((0, 2)), keys,
+                   np.zeros((0, 0), dtype=np.uint16))
 
     # ---------------------------------------------------------------- checks
 
@@ -277,7 +355,7 @@ class BlockLeaves:
     def router(self) -> Router:
         """The routing structure the block kernels read."""
         return Router(self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table,
-                      self.lptr)
+                      self.lptr, self.g_log)
 
     # ---------------------------------------------------------------- passes
 
