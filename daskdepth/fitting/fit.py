@@ -20,11 +20,12 @@ from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
+    directions_per_wave,
     row_chunk,
     summary_memory_message,
 )
 from ..summary.depth import DepthSummary
-from .summaries import FitInfo, build_summary
+from .summaries import FitInfo, build_summary, pilot_bytes_per_direction
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot leaves and
 #: for ``offset_``: the contamination quantile of 65,536 depths is within about
@@ -90,8 +91,10 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     too_big = summary_memory_message(m, mom.n, tol)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
+    waves = directions_per_wave(pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0]))
     summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK))
+                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK),
+                                  wave_directions=waves)
     sample_depth = _offset_depths(summary, mom.sample, token)
     return FittedDepth(location, cov, rank, directions, summary, mom.n, sample_depth, info,
                        token)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
-import dask
 import dask.array as da
 import numpy as np
 from dask.delayed import delayed
@@ -14,9 +14,11 @@ from ..errors import ToleranceWarning
 from ..kernels.leaves import plan_cuts
 from ..kernels.routing import project_columns
 from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogram_graph
-from ..runtime.client import broadcast, phase
+from ..runtime.client import phase
 from ..runtime.keys import key_name
-from ..runtime.memory import MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.shards import ClusterBlock, graph_ref, realize, shards
+from ..summary.blocks import block_meta, is_handle
 from ..summary.depth import DepthSummary, mean_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
 
@@ -83,6 +85,13 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     return planned.finished(LeafCounts(np.concatenate(counts), ext), cap)
 
 
+def _pilot_task(columns: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
+                tol: float) -> BlockLeaves:
+    # The sample is shared transposed (features x rows, C order): its transpose is
+    # the row view pilot_leaves takes, which it projects without a copy.
+    return pilot_leaves(columns.T, v, j0, j1, n, tol)
+
+
 def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int) -> BlockLeaves:
     """Coalesce light neighbouring leaves, then tabulate the scores from exact counts."""
     return leaves.finished(counts, cap)
@@ -97,13 +106,14 @@ def split_block(leaves: BlockLeaves, collected: Collected, cap: int) -> BlockLea
     return leaves.finished(counts, cap)
 
 
-def refine_plan(blocks: list[BlockLeaves], n: int, tol: float) -> list[np.ndarray]:
-    """Per block, the leaves to split exactly so that the error bound meets ``tol``.
+def refine_plan(blocks: list[Any], n: int, tol: float) -> list[np.ndarray]:
+    """Per block, the directions whose heavy leaves to split so that the bound meets ``tol``.
 
     The bound is the mean over directions of each direction's worst leaf, and
     a split direction ends at most at the leaf limit's error, so only the
     directions with the worst leaves need splitting: the fewest that bring the
     bound (computed as :meth:`DepthSummary.error_bound` does) down to ``tol``.
+    Reads only the blocks' error bounds (metadata for blocks kept on a cluster).
     """
     cap = leaf_cap(n, tol)
     flat = np.concatenate([b.direction_errors(n) for b in blocks])
@@ -125,14 +135,18 @@ def refine_plan(blocks: list[BlockLeaves], n: int, tol: float) -> list[np.ndarra
             lo = mid + 1
     chosen = np.zeros(flat.size, dtype=bool)
     chosen[order[:lo]] = True
-    wanted = []
+    picks = []
     start = 0
     for b in blocks:
-        pick = chosen[start:start + b.mb]
+        picks.append(chosen[start:start + b.mb])
         start += b.mb
-        wanted.append(b.loose_leaves(cap) & pick[b.leaf_dir] if pick.any()
-                      else np.zeros(b.n_leaves, dtype=bool))
-    return wanted
+    return picks
+
+
+def wanted_leaves(block: BlockLeaves, pick: np.ndarray, n: int, tol: float) -> Wanted:
+    """The leaves of ``block`` to split: too heavy for ``tol``, in the picked directions."""
+    mask = block.loose_leaves(leaf_cap(n, tol)) & pick[block.leaf_dir]
+    return Wanted(mask, int(block.counts[mask].sum(dtype=np.float64)), n)
 
 
 def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
@@ -140,54 +154,117 @@ def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
     return [(j0, min(m, j0 + block_size)) for j0 in range(0, m, block_size)]
 
 
+def pilot_bytes_per_direction(n: int, tol: float, sample_rows: int) -> int:
+    """Approximate bytes of one direction's pilot leaves (keys and guide grid).
+
+    Pilot leaves hold about ``PILOT_GUARD`` times the leaf limit, so about
+    ``n / (PILOT_GUARD * cap)`` of them (at most one per sampled row).
+    """
+    cap = max(1, leaf_cap(n, tol))
+    leaves = min(sample_rows, int(np.ceil(n / (PILOT_GUARD * cap)))) + 2
+    return int(leaves * BYTES_PER_PILOT_LEAF)
+
+
+def direction_waves(ranges: list[tuple[int, int]],
+                    wave_directions: int | None) -> list[list[tuple[int, int]]]:
+    """The blocks cut into waves of at most ``wave_directions`` directions (at least one block)."""
+    if not wave_directions:
+        return [ranges]
+    waves: list[list[tuple[int, int]]] = []
+    size = 0
+    for r in ranges:
+        if waves and size + (r[1] - r[0]) <= wave_directions:
+            waves[-1].append(r)
+            size += r[1] - r[0]
+        else:
+            waves.append([r])
+            size = r[1] - r[0]
+    return waves
+
+
+class Shared(NamedTuple):
+    """Graph keys read by many tasks of a fit: the centred sample (transposed), the directions."""
+
+    columns: Any
+    directions: Any
+
+
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
-                  block_size: int = MAX_DIRECTIONS_PER_BLOCK) -> tuple[DepthSummary, FitInfo]:
+                  block_size: int = MAX_DIRECTIONS_PER_BLOCK,
+                  wave_directions: int | None = None) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
     leaves are built in memory and exactly, without a pass over ``x``
     (:func:`pilot_phase`).  Otherwise one histogram pass counts every leaf
-    exactly (:func:`histogram_phase`).  When leaves too heavy for ``tol``
-    remain (sampling noise, values missing from the sample), a refinement pass
-    collects their values and splits them exactly on the workers, only in the
-    directions that need it (:func:`refine_phase`).
+    exactly (:func:`histogram_phase`), for at most ``wave_directions``
+    directions at a time (each wave of blocks is planned, counted and
+    finished before the next is planned, which bounds the memory of the pilot
+    leaves).  When leaves too heavy for ``tol`` remain (sampling noise, values
+    missing from the sample), a refinement pass collects their values and
+    splits them exactly on the workers, only in the directions that need it
+    (:func:`refine_phase`).
+
+    With a distributed client the blocks stay on the workers
+    (:class:`daskdepth.runtime.shards.ClusterBlock`); the client only gets their
+    metadata.
     """
     ranges = direction_blocks(directions.shape[0], block_size)
-    blocks = pilot_phase(sample, location, directions, ranges, n, tol, token)
+    columns = np.ascontiguousarray((sample - location).T)
+    shared = Shared(delayed(columns, name=key_name("sample", token), traverse=False),
+                    delayed(directions, name=key_name("summary", token, "directions"),
+                            traverse=False))
     if sample.shape[0] == n:
+        blocks = pilot_phase(shared, directions, ranges, n, tol, token, exact=True)
         return assemble_summary(location, directions, blocks, n, tol), FitInfo(0)
-    blocks = histogram_phase(x, location, directions, blocks, n, tol, token)
-    blocks, refined = refine_phase(x, location, directions, blocks, n, tol, token)
+    blocks: list[Any] = []
+    for w, wave in enumerate(direction_waves(ranges, wave_directions)):
+        wave_token = f"{token}.{w}" if w else token
+        pilots = pilot_phase(shared, directions, wave, n, tol, wave_token)
+        blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
+        del pilots  # the pilot leaves of this wave are released before the next is planned
+    blocks, refined = refine_phase(x, location, shared, blocks, n, tol, token)
     return assemble_summary(location, directions, blocks, n, tol), FitInfo(1 + refined)
 
 
-def pilot_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
-                ranges: list[tuple[int, int]], n: int, tol: float,
-                token: str) -> list[BlockLeaves]:
-    """Leaves of every block planned from the row sample, one task per block."""
-    sample_ref = broadcast(np.ascontiguousarray(sample - location), key_name("sample", token))
+def pilot_phase(shared: Shared, directions: np.ndarray, ranges: list[tuple[int, int]],
+                n: int, tol: float, token: str, exact: bool = False) -> list[Any]:
+    """Leaves of every block planned from the row sample, one task per block.
+
+    ``exact``: the sample is all the rows, and the leaves come back finished.
+    On a cluster the blocks are spread over the workers in contiguous runs and
+    stay there.
+    """
     pilots = [
-        delayed(pilot_leaves, pure=True)(sample_ref, np.ascontiguousarray(directions[j0:j1]),
-                                         j0, j1, n, tol,
-                                         dask_key_name=(key_name("pilot", token), b))
+        delayed(_pilot_task, pure=True)(shared.columns, np.ascontiguousarray(directions[j0:j1]),
+                                        j0, j1, n, tol,
+                                        dask_key_name=(key_name("pilot", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
     # The pilot keys are computed first: histogram tasks that waited for them
     # would let the workers load row chunks faster than they are consumed, and
     # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
-        return list(dask.compute(*pilots))
+        return realize(pilots, n, key_name("leaves", token, "meta"), spread=True,
+                       finished=exact)
 
 
-def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                    blocks: list[BlockLeaves], n: int, tol: float,
-                    token: str) -> list[BlockLeaves]:
+def _shard_layout(blocks: list[Any], token: str) -> tuple[list[Any], Any, bool]:
+    """Graph references of ``blocks``, their groups (shards) and whether to chain chunks."""
+    refs = [graph_ref(b, key_name("leaves", token, i)) for i, b in enumerate(blocks)]
+    if all(isinstance(b, ClusterBlock) for b in blocks) and blocks:
+        return refs, shards([b.future for b in blocks], keep_order=False, by_thread=True), True
+    return refs, None, False
+
+
+def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
+                    n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves."""
-    refs = [broadcast(b, key_name("leaves", token, i)) for i, b in enumerate(blocks)]
-    outs = histogram_graph(x, location, directions,
+    refs, groups, chain = _shard_layout(blocks, token)
+    outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, refs, strict=True)],
-                           token=token)
+                           token=token, groups=groups, chain=chain)
     cap = leaf_cap(n, tol)
     finished = [
         delayed(finish_block, pure=True)(ref, out, cap,
@@ -195,44 +272,50 @@ def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
         for i, (ref, out) in enumerate(zip(refs, outs, strict=True))
     ]
     with phase("histogram"):
-        return list(dask.compute(*finished))
+        return realize(finished, n, key_name("finish", token, "meta"))
 
 
-def refine_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                 blocks: list[BlockLeaves], n: int, tol: float,
-                 token: str) -> tuple[list[BlockLeaves], int]:
+def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
+                 n: int, tol: float, token: str) -> tuple[list[Any], int]:
     """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``."""
-    wanted = refine_plan(blocks, n, tol)
-    todo = [i for i, w in enumerate(wanted) if w.any()]
+    picks = refine_plan(blocks, n, tol)
+    todo = [i for i, p in enumerate(picks) if p.any()]
     if not todo:
         return blocks, 0
     cap = leaf_cap(n, tol)
-    refs = [broadcast(blocks[i], key_name("leaves", token, "refine", i)) for i in todo]
+    chosen = [blocks[i] for i in todo]
+    refs, groups, chain = _shard_layout(chosen, f"{token}.refine")
+    wanted = [delayed(wanted_leaves, pure=True)(ref, picks[i], n, tol,
+                                                dask_key_name=(key_name("refine", token,
+                                                                        "wanted"), i))
+              for i, ref in zip(todo, refs, strict=True)]
     outs = collect_graph(
-        x, location, directions,
-        [BlockTask(blocks[i].j0, blocks[i].j1, r) for i, r in zip(todo, refs, strict=True)],
-        [Wanted(wanted[i], int(blocks[i].counts[wanted[i]].sum(dtype=np.float64)), n)
-         for i in todo],
-        token=token)
+        x, location, shared.directions,
+        [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, refs, strict=True)], wanted,
+        token=token, groups=groups, chain=chain)
     refined = [
         delayed(split_block, pure=True)(ref, out, cap, dask_key_name=(key_name("split", token), i))
         for i, ref, out in zip(todo, refs, outs, strict=True)
     ]
     blocks = list(blocks)
     with phase("refine"):
-        for i, block in zip(todo, dask.compute(*refined), strict=True):
+        for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta")),
+                            strict=True):
             blocks[i] = block
     return blocks, 1
 
 
-def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[BlockLeaves],
+def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[Any],
                      n: int, tol: float) -> DepthSummary:
-    """The depth summary of the finished blocks, checked and its bound compared with ``tol``."""
+    """The depth summary of the finished blocks, checked and its bound compared with ``tol``.
+
+    Blocks kept on a cluster are checked from their metadata.
+    """
     for b in blocks:
-        total = int(b.counts.sum(dtype=np.float64))
-        if total != n * b.mb:  # pragma: no cover - internal consistency check
+        meta = b.meta if is_handle(b) and b.meta is not None else block_meta(b, n)
+        if meta.values not in (-1, n * b.mb):  # pragma: no cover - internal consistency check
             raise RuntimeError(
-                f"daskdepth internal error: a direction block summarises {total} values, "
+                f"daskdepth internal error: a direction block summarises {meta.values} values, "
                 f"expected {n * b.mb}; please report this with the input's shape and chunks"
             )
     summary = DepthSummary(location, directions, blocks, n)

@@ -11,9 +11,11 @@ kernels project and route 256 rows at a time and keep no per-block arrays; wider
 data has its block's projections computed beforehand (``8 B`` bytes per row).
 Each task may use :data:`TASK_SHARE` of the memory of one worker
 thread, so that the tasks running at once, the chunks waiting for them and the
-broadcast summary stay well below the ``distributed.worker.memory`` spill
-threshold (70 % of the limit by default).  Rows per chunk (for in-memory
-input) and directions per block (for every fit) follow from that budget.
+worker's share of the summary stay well below the ``distributed.worker.memory``
+spill threshold (70 % of the limit by default).  Rows per chunk (for in-memory
+input) and directions per block (for every fit) follow from that budget, and
+the directions planned and counted together (a *wave*, see
+:func:`directions_per_wave`) from the memory of the pilot leaves.
 
 Neither choice changes results: summaries are built direction by direction
 and their leaf statistics merge exactly, so the depth does not depend on how
@@ -51,10 +53,15 @@ BYTES_PER_ROW = 16
 
 @dataclass(frozen=True)
 class WorkerMemory:
-    """Memory limit (bytes) and thread count of the smallest worker per thread."""
+    """Memory limit (bytes) and thread count of the smallest worker per thread.
+
+    ``workers`` counts the workers (1 for this process under a local scheduler):
+    a summary sharded over them takes a ``1 / workers`` share of its bytes on each.
+    """
 
     limit: int
     nthreads: int
+    workers: int = 1
 
     @property
     def per_thread(self) -> int:
@@ -95,10 +102,11 @@ def worker_memory() -> WorkerMemory:
             workers = client.scheduler_info()["workers"].values()
         except Exception:
             return local
+    workers = list(workers)
     best: WorkerMemory | None = None
     for w in workers:
         limit = int(w.get("memory_limit") or 0) or local.limit
-        cand = WorkerMemory(limit, max(1, int(w.get("nthreads") or 1)))
+        cand = WorkerMemory(limit, max(1, int(w.get("nthreads") or 1)), len(workers))
         if best is None or cand.per_thread < best.per_thread:
             best = cand
     return best if best is not None else local
@@ -158,7 +166,8 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
 
     At most about ``1 / tol`` leaves per direction (at most ``n``): merged
     neighbours hold more than ``2 tol n`` rows together, so the summary does not
-    grow with ``n``.  It is sent to every worker.
+    grow with ``n``.  On a cluster it is sharded by direction block: each
+    worker holds its share.
 
     Examples
     --------
@@ -172,23 +181,59 @@ def summary_bytes(m: int, n: int, tol: float) -> int:
 
 def summary_memory_message(m: int, n: int, tol: float,
                            memory: WorkerMemory | None = None) -> str | None:
-    """A warning text when the summary would take a large share of a worker's memory.
+    """A warning text when the summary's share would take much of a worker's memory.
+
+    The summary is sharded over the workers (or held by this process under a
+    local scheduler): each holds ``summary_bytes / workers``.
 
     Examples
     --------
     >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    True
+    >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1, 16)) is None
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
     """
     mem = memory or worker_memory()
     size = summary_bytes(m, n, tol)
-    if size <= SUMMARY_SHARE * mem.limit:
+    share = size / max(1, mem.workers)
+    if share <= SUMMARY_SHARE * mem.limit:
         return None
-    return (f"the depth summary of {m} directions at tol={tol:g} takes about "
-            f"{size / 2**20:,.0f} MiB on every worker, more than a quarter of the workers' "
-            f"memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise "
-            "tol, lower n_directions, or give the workers more memory")
+    where = ("in this process" if mem.workers <= 1 else
+             f"sharded over {mem.workers} workers, about {share / 2**20:,.0f} MiB on each")
+    more = "" if mem.workers <= 1 else ", add workers"
+    return (f"the depth summary of {m} directions at tol={tol:g} takes up to about "
+            f"{size / 2**20:,.0f} MiB ({where}), more than a quarter of the memory limit "
+            f"({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise tol, lower "
+            f"n_directions{more}, or give the workers more memory")
+
+
+#: Bytes per pilot leaf: its padded key and its share of a ``uint16`` guide grid.
+BYTES_PER_PILOT_LEAF = 16
+
+
+#: Share of a worker's memory limit that one wave's pilot leaves may take, with
+#: their partial leaf counts (about as large again) during the histogram pass.
+WAVE_SHARE = 1 / 8
+
+
+def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None) -> int:
+    """Directions planned and counted together, given one direction's pilot bytes.
+
+    A wave's pilot leaves and their leaf counts live until the wave is
+    finished; sharded over the workers they may take :data:`WAVE_SHARE` of
+    each worker's memory.  Waves do not change results, only how many passes
+    the histogram makes.
+
+    Examples
+    --------
+    >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2))
+    671
+    """
+    mem = memory or worker_memory()
+    budget = WAVE_SHARE * mem.limit * max(1, mem.workers)
+    return max(1, int(budget // (2 * max(1, pilot_bytes))))
 
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory
