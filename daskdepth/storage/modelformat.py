@@ -3,7 +3,7 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 1,
+    {"format": "daskdepth-model", "format_version": 2,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
      "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
      "created": "...", "metadata": {...}}
@@ -14,13 +14,20 @@ JSON values in which NumPy arrays are references ``{"kind": "array", "path":
 ...}`` to arrays of the group; ``unstored_params`` names the parameters that
 could not be stored without pickle (saved as their defaults).  Dataclasses of
 daskdepth (the depth summary and its blocks) are stored field by field under
-their ``module:qualname``; a list of dataclasses of one class is stored column
-by column (one concatenated array per field), so a model with thousands of
-direction blocks is still a handful of arrays.  ``classes`` records the fields
+their ``module:qualname``.  The direction blocks of a summary are written one
+after the other, each block's arrays as one byte range of the ``uint8`` array
+``.../blocks/data`` (scalars in the JSON document), with a SHA-256 per block:
+a summary held on a cluster is saved with one block on the client at a time,
+and :func:`read_model` returns :class:`StoredBlock` handles that read their
+block when it is needed (on the client, or on the worker that scores with it),
+so a model is loaded without reading its summary.  Other lists of dataclasses
+of one class are stored column by column (format version 1 stored the blocks
+so too; such stores are still read, eagerly).  ``classes`` records the fields
 of every stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every
 array, so that a store that was modified or truncated, or that was written by
 a daskdepth whose summaries have another layout (or live in another module),
-is refused with a clear message instead of scoring wrongly.
+is refused with a clear message instead of scoring wrongly (a block's bytes
+are checked against its checksum when the block is read).
 
 This module knows estimators only by duck typing (``get_params``, ``vars``,
 ``summary_``, the class name): :func:`save_model` encodes any fitted daskdepth
@@ -51,11 +58,13 @@ from sklearn.exceptions import NotFittedError
 
 from .._version import __version__
 from ..errors import ModelFormatError
+from ..summary.blocks import BlockHandle, is_block, is_handle
 from .atomic import SafeOutput
-from .paths import NotZarrError, open_node, quiet_zarr
+from .paths import NotZarrError, is_url, local_path, open_node, quiet_zarr
 
-#: Version of the stored layout; a reader refuses stores with a larger one.
-FORMAT_VERSION = 1
+#: Version of the stored layout; a reader refuses stores with a larger one.  Version 2
+#: stores direction blocks one after the other (read lazily); version 1 column by column.
+FORMAT_VERSION = 2
 #: Value of the ``format`` key of a saved model.
 FORMAT_NAME = "daskdepth-model"
 #: Attribute of the Zarr group that holds the JSON document.
@@ -155,12 +164,22 @@ class _Written(NamedTuple):
 
 
 class _Writer:
-    """Turns Python values into JSON nodes and arrays (written to ``group`` at the end)."""
+    """Turns Python values into JSON nodes, writing arrays to ``group`` as it goes.
 
-    def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
+    ``manifest`` records the dtype, shape and SHA-256 of every array written.
+    """
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.manifest: dict[str, dict[str, Any]] = {}
         self.classes: dict[str, list[str]] = {}
         self._seen: dict[int, _Written] = {}
+
+    def write(self, arr: np.ndarray, path: str) -> None:
+        arr = np.ascontiguousarray(arr)
+        self.group.create_array(path, data=arr, chunks=_chunks(arr))
+        self.manifest[path] = {"dtype": arr.dtype.str, "shape": list(arr.shape),
+                               "sha256": _checksum(arr)}
 
     def array(self, arr: np.ndarray, path: str) -> dict[str, Any]:
         seen = self._seen.get(id(arr))
@@ -174,7 +193,7 @@ class _Writer:
             raise TypeError(f"an object array at {path!r} holds non-string values")
         if arr.dtype.kind not in "biufc":
             raise TypeError(f"an array of dtype {arr.dtype} at {path!r}")
-        self.arrays[path] = np.ascontiguousarray(arr)
+        self.write(arr, path)
         self._seen[id(arr)] = _Written(arr, path)
         return {"kind": "array", "path": path}
 
@@ -188,6 +207,8 @@ class _Writer:
         if isinstance(value, (list, tuple)):
             items = list(value)
             kind = "list" if isinstance(value, list) else "tuple"
+            if items and all(is_block(v) for v in items):
+                return {"kind": kind, "blocks": self.blocks(items, path)}
             if items and all(dataclasses.is_dataclass(v) and type(v) is type(items[0])
                              for v in items):
                 return {"kind": kind, "table": self.table(items, path)}
@@ -198,6 +219,39 @@ class _Writer:
                                               for k, v in value.items()}}
         raise TypeError(f"cannot store a value of type {type(value).__name__} at {path!r} "
                         "without pickle")
+
+    def blocks(self, items: list[Any], path: str) -> dict[str, Any]:
+        """Direction blocks one after the other: each block's arrays are one byte range.
+
+        A block held elsewhere (a handle) is loaded, written and dropped before
+        the next, so a summary sharded over a cluster is saved with one block
+        in memory at a time.  Each block's arrays are consecutive (8-byte
+        aligned) in the ``uint8`` array ``{path}/data``, with a SHA-256 per
+        block, so that a loaded model reads one block with one range read.
+        """
+        data = _Segments(self.group, f"{path}/data")
+        out = []
+        for i, item in enumerate(items):
+            block = item.load() if is_handle(item) else item
+            name = self._register(type(block))
+            data.align()
+            start = data.size
+            digest = hashlib.sha256()
+            fields: dict[str, Any] = {}
+            for f in dataclasses.fields(block):
+                v = getattr(block, f.name)
+                if isinstance(v, np.ndarray) and v.dtype.kind in "biufc" and v.ndim >= 1:
+                    raw = _little_endian(v)
+                    offset = data.add(raw.tobytes(), digest)
+                    fields[f.name] = {"kind": "segment", "offset": offset - start,
+                                      "dtype": raw.dtype.str, "shape": list(raw.shape)}
+                else:
+                    fields[f.name] = self.value(v, f"{path}/{i}/{f.name}")
+            out.append({"class": name, "fields": fields, "offset": start,
+                        "nbytes": data.size - start, "sha256": digest.hexdigest()})
+            del block
+        self.manifest[data.path] = data.close()
+        return {"data": data.path, "items": out}
 
     def _register(self, cls: type) -> str:
         name = _class_name(cls)
@@ -238,6 +292,69 @@ class _Writer:
                                            for i, v in enumerate(values)]}
 
 
+#: Chunk size of a model's block data (bytes): a loaded model reads one block
+#: with one range read, touching about ``block bytes / SEGMENT_CHUNK_BYTES + 1`` chunks.
+SEGMENT_CHUNK_BYTES = 2**20
+
+
+#: Alignment of each array in a block's byte range (numba kernels read them in place).
+SEGMENT_ALIGN = 8
+
+
+def _little_endian(arr: np.ndarray) -> np.ndarray:
+    arr = np.ascontiguousarray(arr)
+    return arr.astype(arr.dtype.newbyteorder("<")) if arr.dtype.byteorder == ">" else arr
+
+
+class _Segments:
+    """Byte ranges appended to one ``uint8`` Zarr array, written in whole chunks as they come."""
+
+    def __init__(self, group: Any, path: str, chunk: int = SEGMENT_CHUNK_BYTES) -> None:
+        self.path = path
+        self.chunk = chunk
+        self.array = group.create_array(path, shape=(0,), chunks=(chunk,), dtype="uint8")
+        self.buffer = bytearray()
+        self.flushed = 0
+        self.digest = hashlib.sha256()
+
+    @property
+    def size(self) -> int:
+        return self.flushed + len(self.buffer)
+
+    def align(self) -> None:
+        """Pad to :data:`SEGMENT_ALIGN` (between blocks)."""
+        pad = b"\0" * (-self.size % SEGMENT_ALIGN)
+        self.buffer += pad
+        self.digest.update(pad)
+
+    def add(self, raw: bytes, digest: Any) -> int:
+        """Append ``raw`` (after padding to :data:`SEGMENT_ALIGN`); returns its offset."""
+        pad = -self.size % SEGMENT_ALIGN
+        for part in (b"\0" * pad, raw):
+            self.buffer += part
+            self.digest.update(part)
+            digest.update(part)
+        offset = self.size - len(raw)
+        self._flush(whole=True)
+        return offset
+
+    def _flush(self, whole: bool) -> None:
+        k = len(self.buffer) // self.chunk * self.chunk if whole else len(self.buffer)
+        if k == 0:
+            return
+        self.array.resize((self.flushed + k,))
+        # A copy: zarr may keep a view of what it writes, and the buffer is resized next.
+        self.array[self.flushed:self.flushed + k] = np.frombuffer(bytes(self.buffer[:k]),
+                                                                  np.uint8)
+        del self.buffer[:k]
+        self.flushed += k
+
+    def close(self) -> dict[str, Any]:
+        """Write what is left; the manifest entry of the whole array."""
+        self._flush(whole=False)
+        return {"dtype": "|u1", "shape": [self.flushed], "sha256": self.digest.hexdigest()}
+
+
 def _checksum(arr: np.ndarray) -> str:
     data = np.ascontiguousarray(arr)
     if data.dtype.byteorder == ">":
@@ -252,11 +369,12 @@ class _Reader:
     """Rebuilds Python values from JSON nodes, reading and checking arrays of ``group``."""
 
     def __init__(self, group: Any, manifest: dict[str, Any], classes: dict[str, list[str]],
-                 where: str) -> None:
+                 where: str, source: BlockSource | None = None) -> None:
         self.group = group
         self.manifest = manifest
         self.classes = classes
         self.where = where
+        self.source = source
         self._cache: dict[str, np.ndarray] = {}
 
     def corrupt(self, what: str) -> ModelFormatError:
@@ -300,8 +418,12 @@ class _Reader:
             cls = self.check_class(node["class"])
             return _construct(cls, {k: self.value(v) for k, v in node["fields"].items()})
         if kind in ("list", "tuple"):
-            items = self.table(node["table"]) if "table" in node else [
-                self.value(v) for v in node["items"]]
+            if "blocks" in node:
+                items = self.blocks(node["blocks"])
+            elif "table" in node:
+                items = self.table(node["table"])
+            else:
+                items = [self.value(v) for v in node["items"]]
             return items if kind == "list" else tuple(items)
         if kind == "dict":
             return {k: self.value(v) for k, v in node["items"].items()}
@@ -318,6 +440,34 @@ class _Reader:
                 "it with that version or refit the model"
             )
         return cls
+
+    def blocks(self, node: dict[str, Any]) -> list[StoredBlock]:
+        """Handles of the saved direction blocks: checked here, their arrays read on demand."""
+        data = node["data"]
+        spec = self.manifest.get(data)
+        if spec is None:
+            raise self.corrupt(f"array {data!r} is not listed in its attributes")
+        try:
+            shape = list(self.group[data].shape)
+        except KeyError:
+            raise self.corrupt(f"array {data!r} is missing") from None
+        if shape != list(spec["shape"]):
+            raise self.corrupt(f"array {data!r} has shape {tuple(shape)}, expected "
+                               f"{tuple(spec['shape'])}")
+        out = []
+        for item in node["items"]:
+            cls = self.check_class(item["class"])
+            if item["offset"] + item["nbytes"] > shape[0]:
+                raise self.corrupt(f"a block's bytes lie beyond the end of {data!r}")
+            eager = {k: self.value(v) for k, v in item["fields"].items()
+                     if not (isinstance(v, dict) and v.get("kind") == "segment")}
+            out.append(StoredBlock(self.source_for(data), item, _class_name(cls), eager))
+        return out
+
+    def source_for(self, data: str) -> BlockSource:
+        if self.source is None:
+            raise self.corrupt("its blocks cannot be read lazily from here")
+        return self.source._replace(data=data)
 
     def table(self, table: dict[str, Any]) -> list[Any]:
         cls = self.check_class(table["class"])
@@ -358,6 +508,64 @@ def _construct(cls: type, values: dict[str, Any]) -> Any:
         if not f.init:
             object.__setattr__(obj, f.name, values[f.name])
     return obj
+
+
+class BlockSource(NamedTuple):
+    """Where a saved model's block data is: the store, its fsspec options, the data array."""
+
+    where: str
+    storage_options: dict[str, Any] | None
+    data: str
+
+
+class StoredBlock(BlockHandle):
+    """A direction block of a saved model, read from the store when it is needed.
+
+    Holds the store's address and the block's place in it (no arrays), so it
+    is cheap to keep on the client and to send to a worker, which then reads
+    the block itself (:func:`daskdepth.runtime.shards.hold`).  ``load`` reads
+    the block's byte range with one range read, checks its SHA-256 and builds
+    the block; a modified or truncated store is refused then, with the same
+    error as at load time.
+    """
+
+    def __init__(self, source: BlockSource, item: dict[str, Any], cls: str,
+                 eager: dict[str, Any]) -> None:
+        super().__init__(int(eager.get("j0", 0)), int(eager.get("j1", 0)), int(item["nbytes"]))
+        self.source = source
+        self.item = item
+        self.cls = cls
+        self.eager = eager
+
+    def load(self) -> Any:
+        where = self.source.where
+        item = self.item
+        try:
+            node = open_node(_join(where, self.source.data), self.source.storage_options)
+            with quiet_zarr():
+                raw = np.asarray(node[item["offset"]:item["offset"] + item["nbytes"]])
+        except Exception as exc:
+            raise corrupted(where, f"the block data {self.source.data!r} cannot be read "
+                                   f"({exc}); save the model again or restore the store "
+                                   "from a copy") from None
+        raw = np.ascontiguousarray(raw, dtype=np.uint8)
+        if raw.size != item["nbytes"] or hashlib.sha256(raw).hexdigest() != item["sha256"]:
+            raise corrupted(where, f"a block of {self.source.data!r} does not match its "
+                                   "checksum; save the model again or restore the store from "
+                                   "a copy")
+        values = dict(self.eager)
+        for name, spec in item["fields"].items():
+            if isinstance(spec, dict) and spec.get("kind") == "segment":
+                dtype = np.dtype(spec["dtype"])
+                count = int(np.prod(spec["shape"], dtype=np.int64))
+                start = int(spec["offset"])
+                values[name] = raw[start:start + count * dtype.itemsize].view(dtype).reshape(
+                    spec["shape"])
+        return _construct(_resolve_class(self.cls), values)
+
+
+def _join(where: str, path: str) -> str:
+    return where.rstrip("/") + "/" + path
 
 
 # --------------------------------------------------------------------------- saving
@@ -429,19 +637,6 @@ def _chunks(arr: np.ndarray) -> tuple[int, ...]:
     return (rows, *(max(1, s) for s in arr.shape[1:]))
 
 
-def _write(doc: dict[str, Any], arrays: dict[str, np.ndarray], path: str | os.PathLike[str],
-           overwrite: bool) -> Path:
-    """Write the group to a temporary sibling of ``path``; move it into place when complete."""
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
-
-    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
-        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
-        for apath, arr in arrays.items():
-            group.create_array(apath, data=arr, chunks=_chunks(arr))
-        group.attrs[ATTR] = doc
-        return out.commit()
-
-
 def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False,
                metadata: dict[str, Any] | None = None) -> Path:
     """Save a fitted daskdepth estimator (:class:`~daskdepth.AIIRW`, :class:`~daskdepth.IRW`).
@@ -487,33 +682,36 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
     >>> bool((loaded.score_samples(X) == model.score_samples(X)).all())
     True
     """
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+
     _check_saveable(model)
     state = _fitted_state(model)
-    writer = _Writer()
-    params, dropped = _encode_params(model, writer)
-    encoded_state = _encode_state(state, writer)
-    if dropped:
-        warnings.warn(
-            "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
-            "stored without pickle; the saved model has their defaults (its fitted state is "
-            "complete: it scores identically)", UserWarning, stacklevel=3)
-    manifest = {p: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _checksum(a)}
-                for p, a in writer.arrays.items()}
-    doc = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "estimator": type(model).__name__,
-        "params": params,
-        "unstored_params": dropped,
-        "state": encoded_state,
-        "classes": writer.classes,
-        "arrays": manifest,
-        "versions": versions(),
-        "created": utc_now(),
-        "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
-    }
-    json.dumps(doc, allow_nan=False)  # fail before writing anything
-    return _write(doc, writer.arrays, path, overwrite)
+    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
+        group = zarr.open_group(str(out.path), mode="w", zarr_format=3)
+        writer = _Writer(group)
+        params, dropped = _encode_params(model, writer)
+        encoded_state = _encode_state(state, writer)
+        if dropped:
+            warnings.warn(
+                "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
+                "stored without pickle; the saved model has their defaults (its fitted state is "
+                "complete: it scores identically)", UserWarning, stacklevel=3)
+        doc = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "estimator": type(model).__name__,
+            "params": params,
+            "unstored_params": dropped,
+            "state": encoded_state,
+            "classes": writer.classes,
+            "arrays": writer.manifest,
+            "versions": versions(),
+            "created": utc_now(),
+            "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
+        }
+        json.dumps(doc, allow_nan=False)  # fail before the store is moved into place
+        group.attrs[ATTR] = doc
+        return out.commit()
 
 
 # --------------------------------------------------------------------------- reading
@@ -631,7 +829,9 @@ def read_model(path: str | os.PathLike[str],
         name = doc["estimator"]
         if not isinstance(name, str):
             raise TypeError(f"the estimator name is a {type(name).__name__}")
-        reader = _Reader(opened.group, doc["arrays"], doc["classes"], where)
+        store = where if is_url(where) else str(local_path(where))
+        reader = _Reader(opened.group, doc["arrays"], doc["classes"], where,
+                         BlockSource(store, storage_options, ""))
         params = {k: reader.value(v) for k, v in doc["params"].items()}
         state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:

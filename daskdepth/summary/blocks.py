@@ -16,6 +16,7 @@ scores like one of blocks, one block in memory at a time.
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any, NamedTuple
 
 import numpy as np
@@ -116,6 +117,12 @@ class BlockHandle:
 def is_handle(block: Any) -> bool:
     """Whether ``block`` is a :class:`BlockHandle` (its arrays are elsewhere)."""
     return isinstance(block, BlockHandle)
+
+
+def is_block(obj: Any) -> bool:
+    """Whether ``obj`` is a direction block of a summary (any kind) or a handle of one."""
+    return is_handle(obj) or (dataclasses.is_dataclass(obj) and not isinstance(obj, type)
+                              and callable(getattr(obj, "score_into", None)))
 
 
 #: Sums of tabulated scores stay exact in float64 up to this many half rows:
