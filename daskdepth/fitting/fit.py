@@ -21,6 +21,7 @@ from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
     directions_per_wave,
+    free_worker_memory,
     row_chunk,
     summary_memory_message,
 )
@@ -91,10 +92,11 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | None, covariance: 
     too_big = summary_memory_message(m, mom.n, tol)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
-    waves = directions_per_wave(pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0]))
-    summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK),
-                                  wave_directions=waves)
+    pilot_bytes = pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0])
+    summary, info = build_summary(
+        x, location, directions, mom.sample, mom.n, tol, token,
+        block_size=min(block, MAX_DIRECTIONS_PER_BLOCK),
+        wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()))
     sample_depth = _offset_depths(summary, mom.sample, token)
     return FittedDepth(location, cov, rank, directions, summary, mom.n, sample_depth, info,
                        token)

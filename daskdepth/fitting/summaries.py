@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -18,7 +19,7 @@ from ..runtime.client import phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
 from ..runtime.shards import ClusterBlock, graph_ref, realize, shards
-from ..summary.blocks import block_meta, is_handle
+from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary, mean_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
 
@@ -89,21 +90,47 @@ def _pilot_task(columns: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
                 tol: float) -> BlockLeaves:
     # The sample is shared transposed (features x rows, C order): its transpose is
     # the row view pilot_leaves takes, which it projects without a copy.
-    return pilot_leaves(columns.T, v, j0, j1, n, tol)
+    block = pilot_leaves(columns.T, v, j0, j1, n, tol)
+    return block if block.lut is None else block.without_counts()  # exact: fitted
 
 
-def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int) -> BlockLeaves:
-    """Coalesce light neighbouring leaves, then tabulate the scores from exact counts."""
-    return leaves.finished(counts, cap)
+def _checked(block: BlockLeaves, n: int) -> BlockLeaves:
+    total = int(block.counts.sum(dtype=np.float64))
+    if total != n * block.mb:  # pragma: no cover - internal consistency check
+        raise RuntimeError(
+            f"daskdepth internal error: a direction block summarises {total} values, "
+            f"expected {n * block.mb}; please report this with the input's shape and chunks"
+        )
+    return block
 
 
-def split_block(leaves: BlockLeaves, collected: Collected, cap: int) -> BlockLeaves:
-    """Split the collected leaves of finished leaves exactly and finish again."""
+def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int) -> BlockLeaves:
+    """Coalesce light neighbouring leaves, then tabulate the scores from exact counts.
+
+    The leaf counts are kept only when a direction still has a leaf heavier
+    than ``cap`` (the refinement may split it); otherwise the block is final.
+    """
+    out = _checked(leaves.finished(counts, cap), n)
+    return out if out.heavy(cap) else out.without_counts()
+
+
+def split_block(leaves: BlockLeaves, collected: Collected, cap: int, n: int) -> BlockLeaves:
+    """Split the collected leaves of finished leaves exactly and finish again (final)."""
     counts = leaves.leaf_counts
     if collected.leaf.size:
         leaves, counts = leaves.split(collected.leaf, collected.value, weights=collected.weight,
                                       target=cap, leaf_counts=counts)
-    return leaves.finished(counts, cap)
+    return _checked(leaves.finished(counts, cap), n).without_counts()
+
+
+def _without_counts(block: BlockLeaves) -> BlockLeaves:
+    return block.without_counts()
+
+
+def _has_counts(block: Any) -> bool:
+    if is_handle(block):
+        return block.meta is not None and block.meta.values != -1
+    return getattr(block, "counts", None) is not None
 
 
 def refine_plan(blocks: list[Any], n: int, tol: float) -> list[np.ndarray]:
@@ -165,21 +192,21 @@ def pilot_bytes_per_direction(n: int, tol: float, sample_rows: int) -> int:
     return int(leaves * BYTES_PER_PILOT_LEAF)
 
 
-def direction_waves(ranges: list[tuple[int, int]],
-                    wave_directions: int | None) -> list[list[tuple[int, int]]]:
-    """The blocks cut into waves of at most ``wave_directions`` directions (at least one block)."""
-    if not wave_directions:
-        return [ranges]
-    waves: list[list[tuple[int, int]]] = []
-    size = 0
-    for r in ranges:
-        if waves and size + (r[1] - r[0]) <= wave_directions:
-            waves[-1].append(r)
-            size += r[1] - r[0]
-        else:
-            waves.append([r])
-            size = r[1] - r[0]
-    return waves
+def next_wave(ranges: list[tuple[int, int]], wave_directions: int) -> int:
+    """How many of the blocks ``ranges`` form the next wave (at least one).
+
+    Examples
+    --------
+    >>> next_wave([(0, 32), (32, 64), (64, 70)], 64), next_wave([(0, 32), (32, 64)], 10)
+    (2, 1)
+    """
+    size, k = 0, 0
+    for j0, j1 in ranges:
+        if k and size + (j1 - j0) > wave_directions:
+            break
+        size += j1 - j0
+        k += 1
+    return k
 
 
 class Shared(NamedTuple):
@@ -192,17 +219,19 @@ class Shared(NamedTuple):
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
                   block_size: int = MAX_DIRECTIONS_PER_BLOCK,
-                  wave_directions: int | None = None) -> tuple[DepthSummary, FitInfo]:
+                  wave_directions: Callable[[], int] | None = None
+                  ) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
     leaves are built in memory and exactly, without a pass over ``x``
     (:func:`pilot_phase`).  Otherwise one histogram pass counts every leaf
-    exactly (:func:`histogram_phase`), for at most ``wave_directions``
-    directions at a time (each wave of blocks is planned, counted and
-    finished before the next is planned, which bounds the memory of the pilot
-    leaves).  When leaves too heavy for ``tol`` remain (sampling noise, values
-    missing from the sample), a refinement pass collects their values and
+    exactly (:func:`histogram_phase`), for at most ``wave_directions()``
+    directions at a time (asked before each wave: each wave of blocks is
+    planned, counted and finished before the next is planned, which bounds
+    the memory of the pilot leaves).  When leaves too heavy for ``tol``
+    remain (sampling noise, values missing from the sample), a refinement pass
+    collects their values and
     splits them exactly on the workers, only in the directions that need it
     (:func:`refine_phase`).
 
@@ -219,12 +248,18 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         blocks = pilot_phase(shared, directions, ranges, n, tol, token, exact=True)
         return assemble_summary(location, directions, blocks, n, tol), FitInfo(0)
     blocks: list[Any] = []
-    for w, wave in enumerate(direction_waves(ranges, wave_directions)):
+    w = 0
+    while len(blocks) < len(ranges):
+        rest = ranges[len(blocks):]
+        wave = rest[:next_wave(rest, wave_directions() if wave_directions else len(ranges)
+                               * block_size)]
         wave_token = f"{token}.{w}" if w else token
         pilots = pilot_phase(shared, directions, wave, n, tol, wave_token)
         blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
         del pilots  # the pilot leaves of this wave are released before the next is planned
+        w += 1
     blocks, refined = refine_phase(x, location, shared, blocks, n, tol, token)
+    blocks = final_blocks(blocks, n, token)
     return assemble_summary(location, directions, blocks, n, tol), FitInfo(1 + refined)
 
 
@@ -267,7 +302,7 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
                            token=token, groups=groups, chain=chain)
     cap = leaf_cap(n, tol)
     finished = [
-        delayed(finish_block, pure=True)(ref, out, cap,
+        delayed(finish_block, pure=True)(ref, out, cap, n,
                                          dask_key_name=(key_name("finish", token), i))
         for i, (ref, out) in enumerate(zip(refs, outs, strict=True))
     ]
@@ -294,7 +329,8 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, refs, strict=True)], wanted,
         token=token, groups=groups, chain=chain)
     refined = [
-        delayed(split_block, pure=True)(ref, out, cap, dask_key_name=(key_name("split", token), i))
+        delayed(split_block, pure=True)(ref, out, cap, n,
+                                        dask_key_name=(key_name("split", token), i))
         for i, ref, out in zip(todo, refs, outs, strict=True)
     ]
     blocks = list(blocks)
@@ -305,19 +341,26 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
     return blocks, 1
 
 
+def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
+    """The blocks without the leaf counts kept for the refinement (heavy but not split)."""
+    todo = [i for i, b in enumerate(blocks) if _has_counts(b)]
+    if not todo:
+        return blocks
+    tasks = [delayed(_without_counts, pure=True)(graph_ref(blocks[i], key_name("leaves", token,
+                                                                               "final", i)),
+                                                 dask_key_name=(key_name("finish", token,
+                                                                         "final"), i))
+             for i in todo]
+    blocks = list(blocks)
+    for i, block in zip(todo, realize(tasks, n, key_name("finish", token, "final", "meta")),
+                        strict=True):
+        blocks[i] = block
+    return blocks
+
+
 def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[Any],
                      n: int, tol: float) -> DepthSummary:
-    """The depth summary of the finished blocks, checked and its bound compared with ``tol``.
-
-    Blocks kept on a cluster are checked from their metadata.
-    """
-    for b in blocks:
-        meta = b.meta if is_handle(b) and b.meta is not None else block_meta(b, n)
-        if meta.values not in (-1, n * b.mb):  # pragma: no cover - internal consistency check
-            raise RuntimeError(
-                f"daskdepth internal error: a direction block summarises {meta.values} values, "
-                f"expected {n * b.mb}; please report this with the input's shape and chunks"
-            )
+    """The depth summary of the finished blocks, its bound compared with ``tol``."""
     summary = DepthSummary(location, directions, blocks, n)
     bound = summary.error_bound()
     if bound > tol:  # pragma: no cover - guaranteed by construction

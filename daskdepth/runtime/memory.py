@@ -147,14 +147,21 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
     return int(min(MAX_DIRECTIONS_PER_BLOCK, max(1, free // BYTES_PER_ROW_DIRECTION)))
 
 
-#: Bytes per leaf of a fitted summary: its padded key, its count, its tabulated
-#: score and its share of the guide grid, with counts and scores in float32 up
-#: to 2**23 rows (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4),
-#: float64 above.
-BYTES_PER_LEAF = 24
+#: Bytes per leaf of a fitted summary: its padded key, its tabulated score and
+#: its share of the guide grid (one to four cells of 2 bytes), with scores in
+#: float32 up to 2**23 rows (measured: 14 on Gaussian data, 20 on Http at
+#: tol = 1e-4), float64 above.
+BYTES_PER_LEAF = 20
 
 
-BYTES_PER_LEAF_LARGE_N = 32
+BYTES_PER_LEAF_LARGE_N = 24
+
+
+#: Leaves of a fitted summary hold about this share of the leaf limit
+#: ``2 tol n`` on average (light neighbours are merged; measured 0.80 on
+#: Gaussian data and 0.82 on Http at tol = 1e-4), so a direction has about
+#: ``1 / (2 * LEAF_FILL * tol)`` leaves, and at most ``1 / tol``.
+LEAF_FILL = 0.8
 
 
 #: Share of a worker's memory limit above which the summary size is reported.
@@ -164,17 +171,17 @@ SUMMARY_SHARE = 1 / 4
 def summary_bytes(m: int, n: int, tol: float) -> int:
     """Approximate bytes of the depth summary of ``m`` directions over ``n`` rows.
 
-    At most about ``1 / tol`` leaves per direction (at most ``n``): merged
-    neighbours hold more than ``2 tol n`` rows together, so the summary does not
-    grow with ``n``.  On a cluster it is sharded by direction block: each
-    worker holds its share.
+    About ``1 / (2 LEAF_FILL tol)`` leaves per direction (at most ``n``, and at
+    most ``1 / tol``: merged neighbours hold more than ``2 tol n`` rows
+    together), so the summary does not grow with ``n``.  On a cluster it is
+    sharded by direction block: each worker holds its share.
 
     Examples
     --------
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
-    120
+    63
     """
-    leaves = n if tol <= 0 else min(n, int(1 / tol) + 1)
+    leaves = n if tol <= 0 else min(n, int(1 / (2 * LEAF_FILL * tol)) + 2)
     per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
     return int(m) * max(1, leaves) * per_leaf
 
@@ -188,9 +195,9 @@ def summary_memory_message(m: int, n: int, tol: float,
 
     Examples
     --------
-    >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1)) is not None
     True
-    >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1, 16)) is None
+    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1, 2)) is None
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
@@ -203,13 +210,14 @@ def summary_memory_message(m: int, n: int, tol: float,
     where = ("in this process" if mem.workers <= 1 else
              f"sharded over {mem.workers} workers, about {share / 2**20:,.0f} MiB on each")
     more = "" if mem.workers <= 1 else ", add workers"
-    return (f"the depth summary of {m} directions at tol={tol:g} takes up to about "
+    return (f"the depth summary of {m} directions at tol={tol:g} takes about "
             f"{size / 2**20:,.0f} MiB ({where}), more than a quarter of the memory limit "
             f"({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. Raise tol, lower "
             f"n_directions{more}, or give the workers more memory")
 
 
-#: Bytes per pilot leaf: its padded key and its share of a ``uint16`` guide grid.
+#: Bytes per pilot leaf: its padded key and its share of a ``uint16`` guide grid
+#: (up to four cells per key).
 BYTES_PER_PILOT_LEAF = 16
 
 
@@ -218,22 +226,57 @@ BYTES_PER_PILOT_LEAF = 16
 WAVE_SHARE = 1 / 8
 
 
-def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None) -> int:
+#: Share of the memory limit below which a worker's process memory is kept
+#: (dask's ``distributed.worker.memory.target`` default): a wave may use a
+#: third of what is left under it, on the worker with the least left.
+WAVE_TARGET = 0.6
+
+
+def free_worker_memory() -> int | None:
+    """Bytes the fullest worker has left under :data:`WAVE_TARGET` of its limit, now.
+
+    From the workers' own memory metrics (process memory, refreshed at each
+    heartbeat); None without a distributed client or without metrics.
+    """
+    client = active_client()
+    if client is None:
+        return None
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    except Exception:  # pragma: no cover - an older client signature
+        return None
+    free = []
+    for w in workers:
+        limit = int(w.get("memory_limit") or 0)
+        used = (w.get("metrics") or {}).get("memory")
+        if limit and used is not None:
+            free.append(int(WAVE_TARGET * limit) - int(used))
+    return max(0, min(free)) if free else None
+
+
+def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None,
+                        free: int | None = None) -> int:
     """Directions planned and counted together, given one direction's pilot bytes.
 
     A wave's pilot leaves and their leaf counts live until the wave is
     finished; sharded over the workers they may take :data:`WAVE_SHARE` of
-    each worker's memory.  Waves do not change results, only how many passes
-    the histogram makes.
+    each worker's memory, and (with ``free``, the bytes the fullest worker has
+    left, see :func:`free_worker_memory`) a third of what is left, as the
+    finished blocks of the previous waves fill the workers.  Waves do not
+    change results, only how many passes the histogram makes.
 
     Examples
     --------
     >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2))
     671
+    >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2), free=60 * 2**20)
+    104
     """
     mem = memory or worker_memory()
-    budget = WAVE_SHARE * mem.limit * max(1, mem.workers)
-    return max(1, int(budget // (2 * max(1, pilot_bytes))))
+    budget = WAVE_SHARE * mem.limit
+    if free is not None:
+        budget = min(budget, free / 3)
+    return max(1, int(budget * max(1, mem.workers) // (2 * max(1, pilot_bytes))))
 
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory

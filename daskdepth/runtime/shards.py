@@ -58,12 +58,13 @@ def _load(block: BlockHandle) -> Any:
 def graph_ref(block: Any, name: str) -> Any:
     """What a task takes to read ``block``: a future, a load task or a graph key.
 
-    A :class:`ClusterBlock` is read where it is; another handle (a saved
-    model's block) is loaded by a task, once per graph; a block in this
-    process becomes a key of the graph (shared by reference on the local
-    schedulers, sent to one worker by a distributed scheduler).
+    A :class:`ClusterBlock` is read where it is (fetched by a load task under
+    a local scheduler); another handle (a saved model's block) is loaded by a
+    task, once per graph; a block in this process becomes a key of the graph
+    (shared by reference on the local schedulers, sent to one worker by a
+    distributed scheduler).
     """
-    if isinstance(block, ClusterBlock):
+    if isinstance(block, ClusterBlock) and block.future.client is active_client():
         return block.future
     if is_handle(block):
         return delayed(_load, pure=True)(block, dask_key_name=name)

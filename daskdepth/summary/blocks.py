@@ -27,9 +27,9 @@ class BlockMeta(NamedTuple):
 
     ``errors`` holds each direction's certified error bound for ``n`` reference
     rows (``block.direction_errors(n)``; None for blocks whose leaves are not
-    counted yet); ``values`` the number of projections
-    the block's leaf counts add up to (``n * mb`` when consistent), or -1 for
-    block kinds without leaf counts.
+    counted yet); ``values`` the number of projections the block's leaf counts
+    add up to (``n * mb``), or -1 when the block holds no leaf counts (a
+    fitted block: they are only kept while the fit may still split leaves).
     """
 
     j0: int

@@ -36,9 +36,20 @@ from ..kernels.routing import (
 )
 from .rows import Rows
 
-#: Guide grid cells per direction: four per key (measured: fewer leave several
-#: keys per cell on clustered data and the search runs longer), within limits.
+#: Guide grid cells per direction: at most four per key (measured: fewer leave
+#: several keys per cell on clustered data and the search runs longer), within
+#: limits; one or two per key when that leaves no cell with more than
+#: :data:`GUIDE_CELL_KEYS` keys (evenly spread keys: the same speed for a half or
+#: a quarter of the table's memory, which matters for large summaries).
 GUIDE_PER_KEY = 4
+
+
+GUIDE_TRY_PER_KEY = (1, 2)
+
+
+#: Keys a guide cell may hold for the routing search to stay in its branch-free
+#: window of eight keys (:func:`daskdepth.kernels.routing.route_tile`).
+GUIDE_CELL_KEYS = 7
 
 
 GUIDE_MIN = 256
@@ -91,12 +102,12 @@ class LeafCounts:
         return cls(counts, ext)
 
 
-def _guide(cptr: np.ndarray, kptr: np.ndarray,
-           keys: np.ndarray) -> tuple[int, np.ndarray, np.ndarray]:
+def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
+           per_key: int = GUIDE_PER_KEY) -> tuple[int, np.ndarray, np.ndarray]:
     """Guide grid size, origin and scale of each direction, from its (padded) keys."""
     nk = np.diff(cptr)
     mb = nk.size
-    g = int(min(GUIDE_MAX, max(GUIDE_MIN, GUIDE_PER_KEY * int(nk.max(initial=0)))))
+    g = int(min(GUIDE_MAX, max(GUIDE_MIN, per_key * int(nk.max(initial=0)))))
     lo = np.zeros(mb)
     scale = np.ones(mb)
     has = np.flatnonzero(nk)
@@ -123,10 +134,12 @@ class BlockLeaves:
     (one more than cuts); they are stored padded, as ``keys``, with ``PAD``
     sentinels after each direction (:func:`daskdepth.kernels.routing.pad_keys`).
     ``keys``, ``g``, ``g_lo``, ``g_scale`` and ``table`` are the routing structure
-    of :func:`daskdepth.kernels.routing.route_tile`.  Once fitted, ``counts`` holds
-    the rows of each leaf, ``ext`` each direction's smallest and largest value, ``lut``
-    the estimated ``min(L, G)`` of any point in each leaf (:meth:`finished`), which is
-    all that scoring reads, and ``worst`` each direction's largest leaf that is not an atom.
+    of :func:`daskdepth.kernels.routing.route_tile`.  Once finished, ``ext`` holds
+    each direction's smallest and largest value, ``lut`` the estimated ``min(L, G)``
+    of any point in each leaf (:meth:`finished`), which is all that scoring reads,
+    ``worst`` each direction's largest leaf that is not an atom, and ``counts`` the
+    rows of each leaf while the fit may still split leaves; a fitted summary drops
+    them (:meth:`without_counts`: a sixth of its memory, and nothing reads them).
     """
 
     j0: int
@@ -176,7 +189,7 @@ class BlockLeaves:
     @property
     def nbytes(self) -> int:
         arrays = [self.g_lo, self.g_scale, self.cptr, self.keys, self.table, self.counts,
-                  self.ext, self.lut]
+                  self.ext, self.lut, self.worst]
         return sum(a.nbytes for a in arrays if a is not None)
 
     # ---------------------------------------------------------------- construction
@@ -193,12 +206,16 @@ class BlockLeaves:
         """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
         kptr = cptr + PAD * np.arange(mb + 1)
-        g, lo, scale = _guide(cptr, kptr, keys)
         # uint16 when every direction has fewer than 65536 keys: half the cache
         # footprint of int32.
         small = cptr[-1] == 0 or np.diff(cptr).max() < 2**16
-        table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
-        guide_table(lo, scale, g, kptr, keys, table)
+        for per_key in (*GUIDE_TRY_PER_KEY, GUIDE_PER_KEY):
+            g, lo, scale = _guide(cptr, kptr, keys, per_key)
+            table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
+            guide_table(lo, scale, g, kptr, keys, table)
+            if per_key == GUIDE_PER_KEY or int(np.diff(table, axis=1).max(
+                    initial=0)) <= GUIDE_CELL_KEYS:
+                break
         return cls(j0, j1, cptr, g, lo, scale, keys, table)
 
     @classmethod
@@ -273,6 +290,15 @@ class BlockLeaves:
             self.cptr, self.keys, rows, leaf_counts.ext, -1.0 if cap is None else float(cap), like)
         out = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
         return replace(out, counts=counts, ext=leaf_counts.ext, lut=lut, worst=worst)
+
+    def without_counts(self) -> BlockLeaves:
+        """This finished block without its leaf counts (what scoring and the bound need)."""
+        return replace(self, counts=None)
+
+    def heavy(self, cap: float) -> bool:
+        """Whether a direction has a leaf of more than ``cap`` rows that is not an atom."""
+        assert self.worst is not None
+        return bool((self.worst > cap).any())
 
     @property
     def leaf_counts(self) -> LeafCounts:
