@@ -16,6 +16,7 @@ import numpy as np
 import xarray as xr
 
 from ..errors import nan_rows_message
+from ..runtime.client import keep_placement
 from ..runtime.keys import key_name
 from ..runtime.memory import row_chunk
 
@@ -40,10 +41,15 @@ class Input:
         if self.kind == "dask":
             return depth
         if self.kind == "numpy":
-            return np.asarray(depth.compute())
+            with keep_placement():
+                return np.asarray(depth.compute())
         xa = self.original
         dim = xa.dims[0]
-        data = depth if xa.chunks is not None else np.asarray(depth.compute())
+        if xa.chunks is not None:
+            data = depth
+        else:
+            with keep_placement():
+                data = np.asarray(depth.compute())
         coords = {k: c for k, c in xa.coords.items() if set(c.dims) <= {dim}}
         return xr.DataArray(data, dims=(dim,), coords=coords, name=name)
 

@@ -15,7 +15,7 @@ from ..kernels.directions import draw_directions
 from ..kernels.whitening import canonical_covariance, whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
-from ..runtime.client import phase
+from ..runtime.client import keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
@@ -145,5 +145,5 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str) -> np.
         sample = sample[np.linspace(0, sample.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("offset", token))
-    with phase("offset"):
+    with phase("offset"), keep_placement():
         return score_array(rows, summary, raise_nan=False, token=token).compute()

@@ -18,7 +18,7 @@ from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogr
 from ..runtime.client import phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
-from ..runtime.shards import ClusterBlock, graph_ref, realize, shards
+from ..runtime.shards import ClusterBlock, Shard, graph_ref, on_worker, realize, shards
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary, mean_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
@@ -285,27 +285,42 @@ def pilot_phase(shared: Shared, directions: np.ndarray, ranges: list[tuple[int, 
                        finished=exact)
 
 
-def _shard_layout(blocks: list[Any], token: str) -> tuple[list[Any], Any, bool]:
-    """Graph references of ``blocks``, their groups (shards) and whether to chain chunks."""
+class Layout(NamedTuple):
+    """How a pass reads blocks: their graph references, shards, chaining, workers."""
+
+    refs: list[Any]
+    groups: list[Shard] | None
+    chain: bool
+    workers: list[str | None]
+
+
+def _shard_layout(blocks: list[Any], token: str) -> Layout:
+    """Blocks kept on a cluster are read per shard, on their workers, chunks chained."""
     refs = [graph_ref(b, key_name("leaves", token, i)) for i, b in enumerate(blocks)]
-    if all(isinstance(b, ClusterBlock) for b in blocks) and blocks:
-        return refs, shards([b.future for b in blocks], keep_order=False, by_thread=True), True
-    return refs, None, False
+    if blocks and all(isinstance(b, ClusterBlock) for b in blocks):
+        groups = shards([b.future for b in blocks], keep_order=False, by_thread=True)
+        workers: list[str | None] = [None] * len(blocks)
+        for shard in groups:
+            for i in shard.blocks:
+                workers[i] = shard.worker
+        return Layout(refs, groups, True, workers)
+    return Layout(refs, None, False, [None] * len(blocks))
 
 
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves."""
-    refs, groups, chain = _shard_layout(blocks, token)
+    lay = _shard_layout(blocks, token)
     outs = histogram_graph(x, location, shared.directions,
-                           [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, refs, strict=True)],
-                           token=token, groups=groups, chain=chain)
+                           [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
+                                                                     strict=True)],
+                           token=token, groups=lay.groups, chain=lay.chain)
     cap = leaf_cap(n, tol)
-    finished = [
-        delayed(finish_block, pure=True)(ref, out, cap, n,
-                                         dask_key_name=(key_name("finish", token), i))
-        for i, (ref, out) in enumerate(zip(refs, outs, strict=True))
-    ]
+    finished = []
+    for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
+        with on_worker(lay.workers[i]):
+            finished.append(delayed(finish_block, pure=True)(
+                ref, out, cap, n, dask_key_name=(key_name("finish", token), i)))
     with phase("histogram"):
         return realize(finished, n, key_name("finish", token, "meta"))
 
@@ -319,20 +334,21 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         return blocks, 0
     cap = leaf_cap(n, tol)
     chosen = [blocks[i] for i in todo]
-    refs, groups, chain = _shard_layout(chosen, f"{token}.refine")
-    wanted = [delayed(wanted_leaves, pure=True)(ref, picks[i], n, tol,
-                                                dask_key_name=(key_name("refine", token,
-                                                                        "wanted"), i))
-              for i, ref in zip(todo, refs, strict=True)]
+    lay = _shard_layout(chosen, f"{token}.refine")
+    wanted = []
+    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
+        with on_worker(lay.workers[k]):
+            wanted.append(delayed(wanted_leaves, pure=True)(
+                ref, picks[i], n, tol, dask_key_name=(key_name("refine", token, "wanted"), i)))
     outs = collect_graph(
         x, location, shared.directions,
-        [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, refs, strict=True)], wanted,
-        token=token, groups=groups, chain=chain)
-    refined = [
-        delayed(split_block, pure=True)(ref, out, cap, n,
-                                        dask_key_name=(key_name("split", token), i))
-        for i, ref, out in zip(todo, refs, outs, strict=True)
-    ]
+        [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
+        token=token, groups=lay.groups, chain=lay.chain)
+    refined = []
+    for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
+        with on_worker(lay.workers[k]):
+            refined.append(delayed(split_block, pure=True)(
+                ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
     blocks = list(blocks)
     with phase("refine"):
         for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta")),
@@ -346,11 +362,12 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
     todo = [i for i, b in enumerate(blocks) if _has_counts(b)]
     if not todo:
         return blocks
-    tasks = [delayed(_without_counts, pure=True)(graph_ref(blocks[i], key_name("leaves", token,
-                                                                               "final", i)),
-                                                 dask_key_name=(key_name("finish", token,
-                                                                         "final"), i))
-             for i in todo]
+    lay = _shard_layout([blocks[i] for i in todo], f"{token}.final")
+    tasks = []
+    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
+        with on_worker(lay.workers[k]):
+            tasks.append(delayed(_without_counts, pure=True)(
+                ref, dask_key_name=(key_name("finish", token, "final"), i)))
     blocks = list(blocks)
     for i, block in zip(todo, realize(tasks, n, key_name("finish", token, "final", "meta")),
                         strict=True):

@@ -16,6 +16,7 @@ import dask
 import dask.array as da
 import xarray as xr
 
+from ..runtime.client import keep_placement
 from ..storage.paths import quiet_zarr
 
 
@@ -53,7 +54,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
     ds = ds.assign(data_vars).assign_coords(coords)
     for var in ds.variables.values():
         var.encoding = {}
-    with quiet_zarr():
+    with quiet_zarr(), keep_placement():
         delayed = ds.to_zarr(os.fspath(path), mode="w-", compute=False, consolidated=True,
                              zarr_format=3)
         (compute or dask.compute)(delayed)

@@ -21,6 +21,7 @@ from dask.delayed import Delayed, delayed
 
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
+from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.rows import Rows, prepare_rows
 
@@ -106,16 +107,17 @@ def _merge_tuples(merge_fn: Callable[..., Any], *parts: tuple) -> tuple:
 def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
                 blocks: Sequence[BlockTask], chunk_fn: Callable[..., Any],
                 merge_fn: Callable[..., Any], extra: Sequence[Any] | None, token: str,
-                verb: str, groups: Sequence[Sequence[int]] | None = None,
+                verb: str, groups: Sequence[Shard] | None = None,
                 chain: bool = False) -> list[Delayed]:
     """One ``verb`` task per (row chunk, group of blocks), reduced over the row chunks.
 
     ``groups`` lists the blocks read together by one task (default: each block
-    alone); on a cluster a group is a shard of one worker, so its blocks stay
-    there and the row chunks come to them.  With ``chain`` each group's tasks
-    merge the row chunks one after the other (one partial result alive per
-    group), otherwise in a tree.  Counts merge by sum and values by
-    concatenation in row-chunk order either way, so the result is the same.
+    alone); on a cluster a group is a shard of one worker, and its tasks run
+    there, so its blocks stay there and the row chunks come to them.  With
+    ``chain`` each group's tasks merge the row chunks one after the other (one
+    partial result alive per group), otherwise in a tree.  Counts merge by sum
+    and values by concatenation in row-chunk order either way, so the result
+    is the same.
     """
     chunks, _ = row_blocks(x)
     rows = [
@@ -124,34 +126,44 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
         for i, c in enumerate(chunks)
     ]
     if groups is None:
-        groups = [[b] for b in range(len(blocks))]
+        groups = [Shard(None, [b]) for b in range(len(blocks))]
     task = _ShardTask(chunk_fn, merge_fn)
     outs: list[Delayed | None] = [None] * len(blocks)
-    for g, group in enumerate(groups):
-        ranges = [(blocks[b].j0, blocks[b].j1) for b in group]
-        leaves = [blocks[b].leaves for b in group]
-        extras = tuple(extra[b] for b in group) if extra is not None else None
-        name = key_name(verb, token)
-        if chain:
-            result = None
-            for i, r in enumerate(rows):
-                result = delayed(task, pure=True)(r, directions, ranges, result, extras, *leaves,
-                                                  dask_key_name=(name, g, i))
-        else:
-            parts = [delayed(task, pure=True)(r, directions, ranges, None, extras, *leaves,
-                                              dask_key_name=(name, g, i))
-                     for i, r in enumerate(rows)]
-            result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
-                                 key_name("merge", token, verb, g))
-        for k, b in enumerate(group):
-            outs[b] = delayed(operator.getitem, pure=True)(
-                result, k, dask_key_name=key_name("merge", token, verb, "block", b))
+    for g, (worker, group) in enumerate(groups):
+        with on_worker(worker):
+            _group_tasks(outs, rows, directions, blocks, group, g, task, extra, merge_fn, token,
+                         verb, chain)
     return [o for o in outs if o is not None]
+
+
+def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: Any,
+                 blocks: Sequence[BlockTask], group: list[int], g: int, task: _ShardTask,
+                 extra: Sequence[Any] | None, merge_fn: Callable[..., Any], token: str,
+                 verb: str, chain: bool) -> None:
+    """The tasks of one group, and each of its blocks' result (into ``outs``)."""
+    ranges = [(blocks[b].j0, blocks[b].j1) for b in group]
+    leaves = [blocks[b].leaves for b in group]
+    extras = tuple(extra[b] for b in group) if extra is not None else None
+    name = key_name(verb, token)
+    if chain:
+        result = None
+        for i, r in enumerate(rows):
+            result = delayed(task, pure=True)(r, directions, ranges, result, extras, *leaves,
+                                              dask_key_name=(name, g, i))
+    else:
+        parts = [delayed(task, pure=True)(r, directions, ranges, None, extras, *leaves,
+                                          dask_key_name=(name, g, i))
+                 for i, r in enumerate(rows)]
+        result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
+                             key_name("merge", token, verb, g))
+    for k, b in enumerate(group):
+        outs[b] = delayed(operator.getitem, pure=True)(
+            result, k, dask_key_name=key_name("merge", token, verb, "block", b))
 
 
 def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
                     blocks: Sequence[BlockTask], *, token: str,
-                    groups: Sequence[Sequence[int]] | None = None,
+                    groups: Sequence[Shard] | None = None,
                     chain: bool = False) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
@@ -166,7 +178,7 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
 
 def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
                   blocks: Sequence[BlockTask], wanted: Sequence[Any], *,
-                  token: str, groups: Sequence[Sequence[int]] | None = None,
+                  token: str, groups: Sequence[Shard] | None = None,
                   chain: bool = False) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
 

@@ -26,7 +26,7 @@ from ..errors import nan_rows_message
 from ..runtime.client import active_client
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.shards import graph_ref, hold, shards
+from ..runtime.shards import graph_ref, hold, on_worker, shards
 from ..summary.blocks import is_handle, sums_are_exact
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
@@ -104,17 +104,17 @@ def _score_sharded(x: da.Array, summary: DepthSummary, raise_nan: bool, token: s
             chunk, summary.location, raise_nan, start,
             dask_key_name=(key_name("deduplicate", token, "score"), i))
         total: Any = None
-        if exact:
-            parts = [delayed(_score_shard, pure=True)(
-                rows, directions, None, *[futures[b] for b in group],
-                dask_key_name=(key_name("score", token, "shard"), i, g))
-                for g, group in enumerate(groups)]
-            total = tree_reduce(parts, _add, key_name("merge", token, "score", i))
-        else:  # each shard adds into the running sum, in block order
-            for g, group in enumerate(groups):
+        parts = []
+        for g, (worker, group) in enumerate(groups):
+            with on_worker(worker):  # each shard's task runs where its blocks are
+                # Exact partial sums start from zero and are added in a tree;
+                # otherwise each shard adds into the running sum, in block order.
                 total = delayed(_score_shard, pure=True)(
-                    rows, directions, total, *[futures[b] for b in group],
+                    rows, directions, None if exact else total, *[futures[b] for b in group],
                     dask_key_name=(key_name("score", token, "shard"), i, g))
+                parts.append(total)
+        if exact:
+            total = tree_reduce(parts, _add, key_name("merge", token, "score", i))
         finals.append(delayed(_finish, pure=True)(rows, total, n * m, dask_key_name=(name, i)))
     graph = HighLevelGraph.merge(*[f.dask for f in finals])
     return da.Array(graph, name, chunks=(x.chunks[0],), dtype=np.float64,

@@ -16,8 +16,9 @@ which the scheduler keeps and reruns for lost keys.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
 import dask
 from dask.delayed import Delayed, delayed
@@ -173,16 +174,23 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
     return out
 
 
+class Shard(NamedTuple):
+    """Blocks (indices, in block order) read together, and the worker that holds them."""
+
+    worker: str | None
+    blocks: list[int]
+
+
 def shards(futures: Sequence[Future], *, keep_order: bool,
-           by_thread: bool = False) -> list[list[int]]:
-    """Blocks grouped by the worker that holds them: lists of block indices, in block order.
+           by_thread: bool = False) -> list[Shard]:
+    """Blocks grouped by the worker that holds them, in the order of their first block.
 
     With ``keep_order``, each group is a run of consecutive blocks on one
     worker (so that groups processed in order visit the blocks in order);
     otherwise all the blocks of a worker form one group, or with
     ``by_thread`` one group per thread of the worker (contiguous parts of its
     blocks), for passes that process a group's row chunks one after the
-    other.  Groups come in the order of their first block.
+    other.  Tasks that read a shard run on its worker (:func:`on_worker`).
     """
     if not futures:
         return []
@@ -190,12 +198,12 @@ def shards(futures: Sequence[Future], *, keep_order: bool,
     who = client.who_has(list(futures))
     owner = [min(who.get(f.key) or ["?"]) for f in futures]
     if keep_order:
-        runs: list[list[int]] = []
+        runs: list[Shard] = []
         for i, w in enumerate(owner):
-            if runs and owner[runs[-1][-1]] == w:
-                runs[-1].append(i)
+            if runs and runs[-1].worker == w:
+                runs[-1].blocks.append(i)
             else:
-                runs.append([i])
+                runs.append(Shard(w, [i]))
         return runs
     by_worker: dict[str, list[int]] = {}
     for i, w in enumerate(owner):
@@ -204,8 +212,20 @@ def shards(futures: Sequence[Future], *, keep_order: bool,
     groups = []
     for w, members in by_worker.items():
         parts = spread_runs(len(members), threads.get(w, 1))
-        groups += [[members[k] for k in part] for part in parts if len(part)]
-    return sorted(groups, key=lambda g: g[0])
+        groups += [Shard(w, [members[k] for k in part]) for part in parts if len(part)]
+    return sorted(groups, key=lambda g: g.blocks[0])
+
+
+def on_worker(worker: str | None) -> Any:
+    """Context in which the tasks created run on ``worker`` (or anywhere if it is lost).
+
+    Dask would otherwise run a task where most of its input bytes are, and a
+    row chunk often outweighs a shard's blocks: the blocks would be copied to
+    the chunks instead of the chunks to the blocks.
+    """
+    if worker is None or worker == "?":
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[worker], allow_other_workers=True)
 
 
 def _threads(client: Any) -> dict[str, int]:
