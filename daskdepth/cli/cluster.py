@@ -288,7 +288,7 @@ class Runner:
         return Progress(self.ui, label, self.client)
 
     def compute(self, collection: Any, label: str, phase_name: str = "score") -> Any:
-        """Compute a dask collection as the phase ``phase_name``, with progress.
+        """Compute a dask collection (or a tuple of them) as the phase ``phase_name``, with progress.
 
         On a cluster, when the computation fails or is interrupted, no task of
         it is left running on return (its side effects, such as writing a
@@ -301,16 +301,20 @@ class Runner:
         with self.progress(label), phase(phase_name):
             if self.client is None:
                 return dask.compute(collection)[0]
-            future = self.client.compute(collection)
+            many = isinstance(collection, (tuple, list))
+            parts = list(collection) if many else [collection]
+            futures = self.client.compute(parts)
             try:
-                return future.result()
+                results = self.client.gather(futures)
             except BaseException:
                 self.stray_writers = True
-                self.stray_writers = not self._stop_tasks(future, key_names(collection))
+                names = frozenset().union(*(key_names(c) for c in parts))
+                self.stray_writers = not self._stop_tasks(futures, names)
                 raise
+            return tuple(results) if many else results[0]
 
-    def _stop_tasks(self, future: Any, names: frozenset[str]) -> bool:
-        """Cancel ``future`` and wait until no worker runs a task of ``names``.
+    def _stop_tasks(self, futures: list[Any], names: frozenset[str]) -> bool:
+        """Cancel ``futures`` and wait until no worker runs a task of ``names``.
 
         Returns whether that was confirmed.
         """
@@ -318,7 +322,7 @@ class Runner:
         deadline = time.monotonic() + STOP_TIMEOUT
         if client is None or client.status != "running":
             return False
-        if _with_timeout(lambda: client.cancel([future], force=True), STOP_TIMEOUT) is None:
+        if _with_timeout(lambda: client.cancel(futures, force=True), STOP_TIMEOUT) is None:
             return False
         while True:
             left = deadline - time.monotonic()
