@@ -213,7 +213,7 @@ def test_python_api_on_process_cluster(cluster, store, baseline):
     # Both worker processes did part of the work.
     assert all(r["executed"] > 0 for r in reports.values()), reports
     # The dashboard's task stream and progress bars name the passes ...
-    assert {task_prefix(v) for v in ("moments", "pilot", "histogram", "score")} <= prefixes, \
+    assert {task_prefix(v) for v in ("tally", "pilot", "count", "score")} <= prefixes, \
         prefixes
     # ... and its spans group them by phase.
     for phase in ("moments", "pilot", "histogram", "offset"):
@@ -258,7 +258,7 @@ def test_worker_killed_mid_job(fresh_cluster, store, baseline):
     pc = fresh_cluster(2)
     with _client(pc, 2) as client:
         job = _Background(lambda: _job(da.from_zarr(str(store))))
-        _wait_for_tasks(client, task_prefix("histogram"), job.alive)
+        _wait_for_tasks(client, task_prefix("count"), job.alive)
         pc.kill_worker("w0")  # SIGKILL to the worker and its nanny
         killed_mid_job = job.alive()
         job.join(240)
@@ -275,7 +275,7 @@ def test_worker_joins_mid_job(fresh_cluster, store, baseline):
     pc = fresh_cluster(1)
     with _client(pc, 1) as client:
         job = _Background(lambda: _job(da.from_zarr(str(store))))
-        _wait_for_tasks(client, task_prefix("moments"), job.alive)
+        _wait_for_tasks(client, task_prefix("tally"), job.alive)
         # Stall the only worker so that the job is still running when the new one
         # has started and connected (which takes longer than this small job).
         pc.pause_worker("w0")
@@ -301,9 +301,9 @@ def test_scheduler_lost_mid_job(fresh_cluster, store, tmp_path):
     with _client(pc, 2) as client:
         proc = _score_cli(store, out, pc.address)
         try:
-            _wait_for_tasks(client, task_prefix("moments"), lambda: proc.poll() is None)
+            _wait_for_tasks(client, task_prefix("tally"), lambda: proc.poll() is None)
             job = _Background(lambda: _job(da.from_zarr(str(store))))
-            _wait_for_tasks(client, task_prefix("histogram"),
+            _wait_for_tasks(client, task_prefix("count"),
                             lambda: job.alive() and proc.poll() is None)
             pc.kill_scheduler()
             start = time.monotonic()

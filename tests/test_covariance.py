@@ -293,7 +293,7 @@ def test_graph_keys_are_named(monkeypatch):
         run_mcd(x, chunks=500, sample_size=500)
         n, mean, scatter = moments(x)
         ledoit_wolf(da.from_array(x, chunks=(500, 3)), n, mean, scatter, token=TOKEN)
-    assert {task_prefix(v) for v in ("subsample", "cstep", "shrinkage")} <= names
+    assert {task_prefix(v) for v in ("draw", "cstep", "gauge")} <= names
 
 
 def test_distributed_client_matches_threads():

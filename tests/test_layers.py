@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from daskdepth.runtime.keys import VERBS
+from daskdepth.runtime.keys import MAX_VERB_LETTERS, VERBS
 
 PACKAGE = Path(__file__).resolve().parents[1] / "daskdepth"
 
@@ -224,5 +224,11 @@ def test_every_key_verb_is_used():
     source = "\n".join(p.read_text() for p in PACKAGE.rglob("*.py") if p.name != "keys.py")
     used = set(re.findall(r"key_name\(\s*\"([a-z]+)\"", source))
     # passed to key_name through a variable (covariance/mcd.py, passes/leaves.py)
-    used |= {"cstep", "reweight", "histogram", "refine"}
+    used |= {"cstep", "weigh", "count", "hone"}
     assert used == set(VERBS)
+
+
+def test_key_verbs_are_short_alphabetic_words():
+    """``daskdepth-<verb>`` fits the progress panel's 15 characters; key_split keeps it whole."""
+    assert all(v.isalpha() and v.islower() and len(v) <= MAX_VERB_LETTERS for v in VERBS), \
+        [v for v in VERBS if len(v) > MAX_VERB_LETTERS]

@@ -221,7 +221,10 @@ def test_save_rules(tmp_path):
 
 @pytest.fixture
 def saved(tmp_path):
-    model = daskdepth.AIIRW(n_directions=40, random_state=0).fit(_data())
+    # tol=0.02 keeps 600 rows on the leaf summary (at the default tol they fit the
+    # sorted-projections summary, which test_crafted_sorted_values_are_refused covers).
+    model = daskdepth.AIIRW(n_directions=40, tol=0.02, random_state=0).fit(_data())
+    assert model.error_bound_ > 0, "the fixture must exercise the leaf summary"
     return model.save(tmp_path / "m.zarr")
 
 
@@ -463,6 +466,21 @@ def test_declared_sizes_are_capped(saved):
 
     _set_doc(saved, mutate)
     with pytest.raises(ModelFormatError, match=r"declares 74\.5. GiB of arrays, more than"):
+        daskdepth.load(saved)
+
+
+@pytest.mark.parametrize(("edit", "message"), [
+    (lambda v: v[:, ::-1].copy(), "not sorted"),
+    (lambda v: np.where(v == v.max(), np.nan, v), "NaN"),
+])
+def test_crafted_sorted_values_are_refused(tmp_path, edit, message):
+    """The exact (sorted projections) summary is validated as the leaf summary is."""
+    model = daskdepth.AIIRW(n_directions=40, random_state=0).fit(_data())
+    assert model.error_bound_ == 0  # the sorted-projections summary
+    saved = model.save(tmp_path / "m.zarr")
+    apath = f"{BLOCKS}/values"
+    _set_array(saved, apath, edit)
+    with pytest.raises(ModelFormatError, match=message):
         daskdepth.load(saved)
 
 

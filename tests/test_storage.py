@@ -32,6 +32,7 @@ from daskdepth.storage.atomic import (
     leftovers,
     remove_pending,
     this_process,
+    unowned,
 )
 
 
@@ -421,12 +422,16 @@ def test_long_output_names(tmp_path, length):
     assert sorted(p.name for p in tmp_path.iterdir()) == [target.name]
     # leftovers of a killed job on that target are still recognised and removed
     head, _, rest = out.path.name.partition(TMP_MARK)
-    stale = out.path.parent / f"{head}{TMP_MARK}{_dead_pid()}-{rest.split('-', 1)[1]}"
+    dead = _dead_pid()
+    job = f"{dead}-{rest.split('-', 1)[1]}"
+    stale = out.path.parent / f"{head}{TMP_MARK}{job}"
     stale.mkdir()
-    assert leftovers(target) == [stale]
+    assert unowned(target) == [stale] and leftovers(target) == []  # no lease: left alone
+    stale_lease = out.path.parent / f"{head}{LEASE_MARK}{job}"
+    stale_lease.write_text(Lease(_here(dead, start="1"), "token", False).to_json())
+    assert leftovers(target) == sorted([stale, stale_lease])
     other = tmp_path / ("e" * (length - 5) + ".zarr")
-    assert leftovers(other) == []
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr"]
+    assert leftovers(other) == [] and unowned(other) == []
 
 
 # ------------------------------------------------------------------- the input under another path

@@ -373,12 +373,27 @@ def no_pass(monkeypatch):
     # 2,000 x 5,000: the default m = 500,000 directions
     (lambda: dask.array.zeros((2000, 5000), chunks=(500, 5000)), {}, "500,000 directions"),
 ])
-@pytest.mark.parametrize("model", MODELS)
+@pytest.mark.parametrize("model", [m for m in MODELS if m is not daskdepth.HalfspaceMass])
 def test_plan_too_large_is_refused_before_any_pass(no_pass, make, params, hint, model):
     with pytest.raises(daskdepth.FitTooLargeError, match="the fit needs about") as exc:
         model(random_state=0, **params).fit(make())
     text = str(exc.value)
     assert hint in text and "more than half of" in text
+    assert re.search(r"use n_directions <= [\d,]+", text)
+
+
+def test_mass_plan_too_large_is_refused_before_any_pass(monkeypatch):
+    """Half-space mass has no tol; its fitted state grows with n_directions (t)."""
+    import daskdepth.fitting.mass as mass_module
+
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the fit started a pass before refusing")
+
+    monkeypatch.setattr(mass_module, "row_sample_pass", forbidden)
+    with pytest.raises(daskdepth.FitTooLargeError, match="the fit needs about") as exc:
+        daskdepth.HalfspaceMass(n_directions=10**9, random_state=0).fit(gaussian_data(1000, 5))
+    text = str(exc.value)
+    assert "1,000,000,000 half-spaces" in text and "more than half of" in text
     assert re.search(r"use n_directions <= [\d,]+", text)
 
 

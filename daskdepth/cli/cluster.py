@@ -288,7 +288,7 @@ class Runner:
         return Progress(self.ui, label, self.client)
 
     def compute(self, collection: Any, label: str, phase_name: str = "score") -> Any:
-        """Compute a dask collection (or a tuple of them) as the phase ``phase_name``, with progress.
+        """Compute a dask collection (or a tuple of them) as phase ``phase_name``, with progress.
 
         On a cluster, when the computation fails or is interrupted, no task of
         it is left running on return (its side effects, such as writing a

@@ -128,7 +128,7 @@ def subsample(x: da.Array, *, seed: int, size: int, token: str) -> np.ndarray:
     p = min(1.0, size / max(1, x.shape[0]))
     blocks, starts = row_blocks(x)
     sample = reduce_chunks(blocks, _subsample_chunk, _concat,
-                           key=(key_name("subsample", token),),
+                           key=(key_name("draw", token),),
                            merge_key=key_name("merge", token, "subsample"), args=(seed, p),
                            starts=starts)
     with phase("mcd-subsample"):
@@ -197,7 +197,7 @@ class DaskEvaluator:
 
     def _pass(self, loc_x: np.ndarray, w_x: np.ndarray, bracket: tuple | None,
               edges: np.ndarray | None, caps: np.ndarray, rw_thr: float | None,
-              verb: str) -> SelectPart:
+              verb: str, phase_name: str) -> SelectPart:
         k = self.passes
         name = key_name(verb, self.token)
         parts = [
@@ -206,7 +206,7 @@ class DaskEvaluator:
             for i, (b, c) in enumerate(zip(self.blocks, caps, strict=True))
         ]
         out = tree_reduce(parts, select_merge, key_name("merge", self.token, verb, k))
-        with phase(verb):
+        with phase(phase_name):
             (res,) = dask.compute(out)
         self.passes += 1
         return res
@@ -217,7 +217,7 @@ class DaskEvaluator:
         w_x = np.ascontiguousarray(self.basis @ w)
         if h is None:
             part = self._pass(loc_x, w_x, None, None, np.zeros(len(self.blocks)), rw_thr,
-                              "reweight")
+                              "weigh", "reweight")
             return None, self._to_z(part.reweight)
         zc = (self.sample_z - loc) @ w
         sample_d2 = np.sort(np.einsum("ij,ij->i", zc, zc))
@@ -225,7 +225,7 @@ class DaskEvaluator:
         caps = np.ceil(self.budget * self.rows / max(1, self.rows.sum())).astype(np.int64)
         rw = None
         for _ in range(MAX_REFINE):
-            part = self._pass(loc_x, w_x, bracket, edges, caps, rw_thr, "cstep")
+            part = self._pass(loc_x, w_x, bracket, edges, caps, rw_thr, "cstep", "cstep")
             if rw_thr is not None:
                 rw, rw_thr = part.reweight, None
             res = resolve(part, h, bracket)

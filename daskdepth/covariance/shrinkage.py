@@ -20,7 +20,7 @@ def ledoit_wolf(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *,
         return ledoit_wolf_shrunk(n, scatter, 0.0)
     blocks, _ = row_blocks(x)
     total = reduce_chunks(blocks, fourth_moment_chunk, _add,
-                          key=(key_name("shrinkage", token),),
+                          key=(key_name("gauge", token),),
                           merge_key=key_name("merge", token, "shrinkage"), args=(mean,))
     with phase("shrinkage"):
         (fourth,) = dask.compute(total)

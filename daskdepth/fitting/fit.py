@@ -267,7 +267,7 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
     """Depths of at most :data:`SAMPLE_SIZE` sampled rows (:func:`_offset_pick`): ``offset_``."""
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
-                         name=key_name("offset", token))
+                         name=key_name("cut", token))
     with phase("offset"):
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()

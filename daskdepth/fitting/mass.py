@@ -16,14 +16,14 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ..errors import nan_rows_message
+from ..errors import FitTooLargeError, nan_rows_message
 from ..kernels.directions import uniform_sphere
 from ..kernels.mass import subsample_projections
 from ..passes.sampling import RowSample, row_sample_pass
 from ..passes.scoring import score_array
 from ..runtime.client import phase
 from ..runtime.keys import key_name
-from ..runtime.memory import row_chunk
+from ..runtime.memory import mass_plan_message, row_chunk
 from ..summary.mass import MassSummary
 from .fit import SAMPLE_BYTES, SAMPLE_MAX, SAMPLE_SIZE
 
@@ -68,6 +68,9 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
     the chunking.
     """
     n_total, d = x.shape
+    too_large = mass_plan_message(d, n_halfspaces, min(psi, n_total))
+    if too_large:
+        raise FitTooLargeError(too_large)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
     token = tokenize(x.name, "halfspace-mass", n_halfspaces, psi, scope, seed, nan_policy)
     pool = row_sample_pass(x, seed=seed, sample_size=pool_size(d, n_halfspaces, psi),
@@ -111,6 +114,6 @@ def _offset_depths(summary: MassSummary, sample: np.ndarray, token: str) -> np.n
     if sample.shape[0] > SAMPLE_SIZE:
         sample = sample[np.linspace(0, sample.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
-                         name=key_name("offset", token))
+                         name=key_name("cut", token))
     with phase("offset"):
         return score_array(rows, summary, raise_nan=False, token=token).compute()

@@ -186,7 +186,7 @@ def pilot_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray
                 ranges: list[tuple[int, int]], n: int, tol: float,
                 token: str) -> list[BlockLeaves]:
     """Leaves of every block planned from the row sample, one task per block."""
-    sample_ref = broadcast(np.ascontiguousarray(sample - location), key_name("sample", token))
+    sample_ref = broadcast(np.ascontiguousarray(sample - location), key_name("pick", token))
     pilots = [
         delayed(pilot_leaves, pure=True)(sample_ref, np.ascontiguousarray(directions[j0:j1]),
                                          j0, j1, n, tol,
@@ -210,10 +210,10 @@ def exact_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray
     per-row sums of the blocks are integers (exact in float64), so adding them
     in any order gives the same bits as scoring the rows afresh.
     """
-    columns = broadcast(np.ascontiguousarray((sample - location).T), key_name("sample", token))
+    columns = broadcast(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     tasks = [
         delayed(BlockSorted.fit, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
-                                            j0, j1, dask_key_name=(key_name("exact", token), b))
+                                            j0, j1, dask_key_name=(key_name("sort", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
     with phase("exact"):
@@ -228,14 +228,14 @@ def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
                     blocks: list[BlockLeaves], n: int, tol: float,
                     token: str) -> list[BlockLeaves]:
     """One pass counting the rows of every leaf exactly, then the finished leaves."""
-    refs = [broadcast(b, key_name("leaves", token, i)) for i, b in enumerate(blocks)]
+    refs = [broadcast(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
     outs = histogram_graph(x, location, directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, refs, strict=True)],
                            token=token)
     cap = leaf_cap(n, tol)
     finished = [
         delayed(finish_block, pure=True)(ref, out, cap,
-                                         dask_key_name=(key_name("finish", token), i))
+                                         dask_key_name=(key_name("build", token), i))
         for i, (ref, out) in enumerate(zip(refs, outs, strict=True))
     ]
     with phase("histogram"):
@@ -251,7 +251,7 @@ def refine_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
     if not todo:
         return blocks, 0
     cap = leaf_cap(n, tol)
-    refs = [broadcast(blocks[i], key_name("leaves", token, "refine", i)) for i in todo]
+    refs = [broadcast(blocks[i], key_name("bin", token, "refine", i)) for i in todo]
     outs = collect_graph(
         x, location, directions,
         [BlockTask(blocks[i].j0, blocks[i].j1, r) for i, r in zip(todo, refs, strict=True)],

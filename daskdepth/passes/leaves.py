@@ -79,7 +79,7 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: np.ndarray,
     chunks, _ = row_blocks(x)
     rows = [
         delayed(_deduplicate_chunk, pure=True)(c, location,
-                                               dask_key_name=(key_name("deduplicate", token), i))
+                                               dask_key_name=(key_name("dedup", token), i))
         for i, c in enumerate(chunks)
     ]
     outs = []
@@ -100,7 +100,7 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
     independent of the chunking and of the reduction order.
     """
     return _block_pass(x, location, directions, blocks, _histogram_chunk, _merge_counts, None,
-                       token, "histogram")
+                       token, "count")
 
 
 def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -108,4 +108,4 @@ def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   token: str) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block."""
     return _block_pass(x, location, directions, blocks, _collect_chunk, _merge_collected,
-                       wanted, token, "refine")
+                       wanted, token, "hone")

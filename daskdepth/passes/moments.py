@@ -68,7 +68,7 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
     p = min(1.0, sample_size / max(1, x.shape[0]))
     blocks, starts = row_blocks(x)
     out = reduce_chunks(blocks, _moments_chunk, _moments_merge,
-                        key=(key_name("moments", token),),
+                        key=(key_name("tally", token),),
                         merge_key=key_name("merge", token, "moments"),
                         args=(seed, p), starts=starts)
     with phase("moments"):

@@ -66,7 +66,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     if not callable(getattr(summary, "depth_and_std" if std else statistic, None)):
         raise ValueError(f"a {type(summary).__name__} has no statistic {statistic!r}"
                          + (" with standard errors" if std else ""))
-    ref = broadcast(summary, key_name("summary", token))
+    ref = broadcast(summary, key_name("share", token))
     if not std:
         return x.map_blocks(
             _score_chunk, ref, statistic, raise_nan, drop_axis=1, dtype=np.float64,

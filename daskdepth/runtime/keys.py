@@ -1,13 +1,11 @@
-"""Task key names: ``<verb>-daskdepth-<token>``, from one table of verbs.
+"""Task key names: ``daskdepth-<verb>-<token>``, from one table of verbs.
 
 The dashboard groups tasks by the part of the key before the token (dask's
 ``key_split``: the leading words made of letters only), here
-``<verb>-daskdepth``, and its progress panel shows a group's name only up to
-15 characters, cutting longer ones to 12 and ``...``.  So the verb, the word
-that tells the passes apart, comes first (every verb has at most 12 letters and
-is always shown whole, e.g. ``histogram-da...``), and ``daskdepth`` follows it in
-every group name: the task stream, the groups and the spans show
-``histogram-daskdepth``.
+``daskdepth-<verb>``: the task stream, the groups and the spans all show
+``daskdepth-count``.  Its progress panel shows a group's name only up to 15
+characters and cuts longer ones to 12 and ``...``, so every verb has at most 5
+letters: ``daskdepth-`` plus the verb is always shown whole.
 """
 
 from __future__ import annotations
@@ -15,31 +13,34 @@ from __future__ import annotations
 #: Every verb of a key this package creates, with the phase it belongs to.
 VERBS: dict[str, str] = {
     "wrap": "in-memory input wrapped as a dask array",
-    "moments": "moments pass: count, mean, scatter, non-finite rows, row sample",
+    "tally": "moments pass: count, mean, scatter, non-finite rows, row sample",
     "merge": "tree reductions of every pass",
-    "subsample": "MCD: the in-memory FastMCD sample",
+    "draw": "MCD: the in-memory FastMCD sample",
     "cstep": "MCD: concentration steps over all rows (exact selection of the support)",
-    "reweight": "MCD: the reweighting pass",
-    "shrinkage": "Ledoit-Wolf: the fourth-moment pass",
+    "weigh": "MCD: the reweighting pass",
+    "gauge": "Ledoit-Wolf: the fourth-moment pass",
     "frame": "AI-IRW's invariant frame: whitened covariance and fourth moments",
-    "sample": "the row sample (centred), shared by the pilot or exact tasks",
+    "pick": "the row sample (centred), shared by the pilot or sort tasks",
     "pilot": "leaf keys planned from the row sample, per direction block",
-    "exact": "in memory: sorted projections and in-sample counts, per direction block",
-    "leaves": "a direction block's leaves, shared by the pass tasks",
-    "deduplicate": "row chunks centred and their duplicate rows merged, once per pass",
-    "histogram": "exact leaf counts of every row chunk and direction block",
-    "finish": "light leaves merged and scores tabulated, per direction block",
-    "refine": "values of the leaves still too heavy, per row chunk and direction block",
+    "sort": "in memory: sorted projections and in-sample counts, per direction block",
+    "bin": "a direction block's leaves, shared by the pass tasks",
+    "dedup": "row chunks centred and their duplicate rows merged, once per pass",
+    "count": "exact leaf counts of every row chunk and direction block",
+    "build": "light leaves merged and scores tabulated, per direction block",
+    "hone": "values of the leaves still too heavy, per row chunk and direction block",
     "split": "heavy leaves split exactly and finished again, per direction block",
-    "summary": "the fitted depth summary, shared by the scoring tasks",
-    "offset": "depths of the row sample that sets offset_",
+    "share": "the fitted depth summary, shared by the scoring tasks",
+    "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
 }
 
 
-#: The word after the verb in every key name.
+#: The word before the verb in every key name.
 PACKAGE_WORD = "daskdepth"
+
+#: Longest verb: ``daskdepth-`` and the verb fit the progress panel's 15 characters.
+MAX_VERB_LETTERS = 5
 
 
 def task_prefix(verb: str) -> str:
@@ -47,21 +48,21 @@ def task_prefix(verb: str) -> str:
 
     Examples
     --------
-    >>> task_prefix("histogram")
-    'histogram-daskdepth'
+    >>> task_prefix("count")
+    'daskdepth-count'
     """
     if verb not in VERBS:
         raise ValueError(f"unknown key verb {verb!r}; add it to daskdepth.runtime.keys.VERBS")
-    return f"{verb}-{PACKAGE_WORD}"
+    return f"{PACKAGE_WORD}-{verb}"
 
 
 def key_name(verb: str, token: str, *more: object) -> str:
-    """``<verb>-daskdepth-<token>[-<more>...]``; ``verb`` must be one of :data:`VERBS`.
+    """``daskdepth-<verb>-<token>[-<more>...]``; ``verb`` must be one of :data:`VERBS`.
 
     Examples
     --------
-    >>> key_name("histogram", "3f2a", 0)
-    'histogram-daskdepth-3f2a-0'
+    >>> key_name("count", "3f2a", 0)
+    'daskdepth-count-3f2a-0'
     """
     return "-".join([task_prefix(verb), str(token), *(str(m) for m in more)])
 
@@ -71,11 +72,12 @@ def is_package_key(key: object) -> bool:
 
     Examples
     --------
-    >>> is_package_key(("score-daskdepth-3f2a", 0)), is_package_key("sum-3f2a")
+    >>> is_package_key(("daskdepth-score-3f2a", 0)), is_package_key("sum-3f2a")
     (True, False)
     """
     name = key[0] if isinstance(key, tuple) and key else key
     if not isinstance(name, str):
         return False
-    verb, _, rest = name.partition("-")
-    return verb in VERBS and rest.startswith(PACKAGE_WORD + "-")
+    word, _, rest = name.partition("-")
+    verb, _, token = rest.partition("-")
+    return word == PACKAGE_WORD and verb in VERBS and bool(token)

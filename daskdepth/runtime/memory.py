@@ -323,6 +323,43 @@ def plan_memory_message(n: int, d: int, m: int, tol: float,
             f"{'workers with more memory' if need == summary else 'a machine with more memory'}")
 
 
+
+def mass_plan_message(d: int, t: int, psi: int, memory: WorkerMemory | None = None,
+                      local: WorkerMemory | None = None) -> str | None:
+    """Why a half-space mass fit of ``t`` half-spaces cannot fit in memory; None when it can.
+
+    Its fitted state (per half-space: a direction of ``d`` features, a split
+    point, a mass and ``psi`` subsample row indices) is built on the client and
+    sent to every scoring task, so it must stay under half the smallest
+    worker's memory limit and half of this machine's memory.
+
+    Examples
+    --------
+    >>> mem = WorkerMemory(2**33, 1)
+    >>> print(mass_plan_message(5, 10**8, 32, mem, mem))
+    ... # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
+    the fit needs about 29.1 GiB for 100,000,000 half-spaces of 5 features (directions, split
+    points, masses and 32 subsample rows each), more than half of a worker's memory limit
+    (8.0 GiB): use n_directions <= 13,765,920, or workers with more memory
+    >>> mass_plan_message(5, 1000, 32, mem, mem) is None
+    True
+    """
+    mem = memory or worker_memory()
+    here = local or _local_memory()
+    per = 8 * (int(d) + 2 + int(psi))
+    need = int(t) * per
+    if need <= SUMMARY_REFUSE_SHARE * mem.limit and need <= CLIENT_SHARE * here.limit:
+        return None
+    if SUMMARY_REFUSE_SHARE * mem.limit <= CLIENT_SHARE * here.limit:
+        room, where, limit = SUMMARY_REFUSE_SHARE * mem.limit, "half of a worker's memory limit", \
+            mem.limit
+    else:
+        room, where, limit = CLIENT_SHARE * here.limit, "half of this machine's memory", here.limit
+    return (f"the fit needs about {_size(need)} for {int(t):,} half-spaces of {int(d):,} features "
+            f"(directions, split points, masses and {int(psi):,} subsample rows each), more than "
+            f"{where} ({_size(limit)}): use n_directions <= {int(room // per):,}, or "
+            f"{'workers' if limit == mem.limit else 'a machine'} with more memory")
+
 #: Largest row chunk made from in-memory input (smaller when the workers' memory
 #: limit asks for it, see :func:`row_chunk`).
 CHUNK_BYTES = 32 * 2**20
