@@ -205,9 +205,13 @@ def test_daskjob_runs_a_valid_daskdepth_command():
     container = job["containers"][0]
     args = container["args"]
     assert args[0] == "daskdepth"
+    assert "$(DASK_SCHEDULER_ADDRESS)" in args  # set by the operator in the runner pod
+    # Kubernetes expands $(VAR) in args before the container starts, as here.
+    address = "tcp://daskdepth-scheduler.default.svc.cluster.local:8786"
+    args = [a.replace("$(DASK_SCHEDULER_ADDRESS)", address) for a in args]
     parsed = build_parser().parse_args(args[1:])  # exits (SystemExit) on a bad option
     assert parsed.command == "score"
-    assert parsed.scheduler == "$(DASK_SCHEDULER_ADDRESS)"  # set by the operator
+    assert parsed.scheduler == address
     assert parsed.input.startswith("s3://")
     assert parsed.out.startswith("/data/")  # outputs go to the shared volume
     assert job["restartPolicy"] == "Never"
