@@ -70,14 +70,17 @@ def key_name(verb: str, token: str, *more: object) -> str:
 def is_package_key(key: object) -> bool:
     """Whether a task key (a string or a tuple led by one) was named by :func:`key_name`.
 
+    Group names (:func:`task_prefix`, the scheduler's task prefixes) count too.
+
     Examples
     --------
-    >>> is_package_key(("daskdepth-score-3f2a", 0)), is_package_key("sum-3f2a")
-    (True, False)
+    >>> is_package_key(("daskdepth-score-3f2a", 0)), is_package_key("daskdepth-count")
+    (True, True)
+    >>> is_package_key("sum-3f2a"), is_package_key("daskdepth-demo")
+    (False, False)
     """
     name = key[0] if isinstance(key, tuple) and key else key
     if not isinstance(name, str):
         return False
     word, _, rest = name.partition("-")
-    verb, _, token = rest.partition("-")
-    return word == PACKAGE_WORD and verb in VERBS and bool(token)
+    return word == PACKAGE_WORD and rest.partition("-")[0] in VERBS
