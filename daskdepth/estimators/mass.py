@@ -44,7 +44,7 @@ class HalfspaceMass(DepthDetector):
     (Staerman, Mozharovskyi & Clemencon, 2022), whose experiments set every
     method's parameters "by default"; ``t = 1000`` half-spaces is this
     package's choice (that implementation takes ``t`` from its caller).  An R
-    implementation of Algorithm 1 (F. Scheipl, 2017) defaults to
+    implementation of Algorithm 1 (a public R package, 2017) defaults to
     ``lambda = 1``, i.e. split points anywhere in the subsample's range.
 
     Parameters
