@@ -162,8 +162,13 @@ def paper_value(name: str, method: str) -> float | None:
     return PAPER[name][PAPER_METHODS.index(column)]
 
 
+def _methods(rows: dict) -> list[str]:
+    """Methods with a result on some data set, in the order of :data:`METHODS`."""
+    return [m for m in METHODS if any(m in res for res in rows.values())]
+
+
 def table(rows: dict, shapes: dict, seeds: list[int]) -> str:
-    methods = list(next(iter(rows.values())))
+    methods = _methods(rows)
     head = ("| data set | n x d | " + " | ".join(methods) + " | AI-IRW MCD - paper |")
     lines = ["AUROC, daskdepth (the paper's value in parentheses):", "", head,
              "|" + "---|" * (head.count("|") - 1)]
@@ -172,7 +177,8 @@ def table(rows: dict, shapes: dict, seeds: list[int]) -> str:
         cells = []
         for m in methods:
             p = paper_value(name, m)
-            cells.append(f"{res[m][0]:.3f}" + (f" ({p:.2f})" if p is not None else ""))
+            cells.append(("not run" if m not in res else f"{res[m][0]:.3f}")
+                         + (f" ({p:.2f})" if p is not None else ""))
         diff = ""
         if "AI-IRW (MCD)" in res:
             gap = res["AI-IRW (MCD)"][0] - PAPER[name][0]
@@ -182,8 +188,8 @@ def table(rows: dict, shapes: dict, seeds: list[int]) -> str:
               "| data set | " + " | ".join(methods) + " |",
               "|" + "---|" * (len(methods) + 1)]
     for name, res in rows.items():
-        lines.append(f"| {LABELS[name]} | " + " | ".join(f"{res[m][1]:.2f}" for m in methods)
-                     + " |")
+        lines.append(f"| {LABELS[name]} | " + " | ".join(
+            f"{res[m][1]:.2f}" if m in res else "-" for m in methods) + " |")
     lines.append("")
     lines.append(f"AUROC and time (fit + score, seconds) averaged over seeds {seeds}. "
                  f"'(!)' marks |AI-IRW MCD - paper| > {TOLERANCE}. *Mulcross is regenerated "
@@ -201,13 +207,14 @@ def figure(rows: dict, path: Path) -> None:
     import matplotlib.pyplot as plt
 
     names = list(rows)
-    methods = list(next(iter(rows.values())))
+    methods = _methods(rows)
+    nan = (float("nan"), float("nan"))
     idx = np.arange(len(names))
     fig, (ax1, ax2) = plt.subplots(2, 1, figsize=(13, 8.5), constrained_layout=True)
     width = 0.8 / len(methods)
     for k, m in enumerate(methods):
         offset = (k - (len(methods) - 1) / 2) * width
-        ax1.bar(idx + offset, [rows[n][m][0] for n in names], width, label=m)
+        ax1.bar(idx + offset, [rows[n].get(m, nan)[0] for n in names], width, label=m)
         paper = [paper_value(n, m) for n in names]
         if all(v is not None for v in paper):
             ax1.scatter(idx + offset, paper, marker="_", color="black", s=60, zorder=3,
@@ -221,7 +228,7 @@ def figure(rows: dict, path: Path) -> None:
                bbox_to_anchor=(0.5, -0.08))
     for k, m in enumerate(methods):
         offset = (k - (len(methods) - 1) / 2) * width
-        ax2.bar(idx + offset, [rows[n][m][1] for n in names], width, label=m)
+        ax2.bar(idx + offset, [rows[n].get(m, nan)[1] for n in names], width, label=m)
     ax2.set_xticks(idx, [LABELS[n] for n in names])
     ax2.set_yscale("log")
     ax2.set_ylabel("fit + score time (s)")
