@@ -420,9 +420,14 @@ def test_large_summary_is_reported(monkeypatch):
     x = gaussian_data(3000, 2, seed=5)
     # In memory the summary is the sorted projections: 8 bytes per row and direction,
     # 14.4 MB for 600 directions (200 would take 4.8 MB, under a quarter of 32 MiB).
-    with pytest.warns(SummaryMemoryWarning, match="MiB on every worker"):
+    with pytest.warns(SummaryMemoryWarning, match=r"MiB \(in this process\)"):
         daskdepth.IRW(n_directions=600, tol=1e-4, random_state=0).fit(x)
     assert summary_memory_message(200, 3000, 1e-2, small) is None
+    # Sharded over 8 workers of 16 MiB, each holds an eighth: no warning; over 2, a warning
+    # that gives each worker's share.
+    assert summary_memory_message(200, 3000, 1e-4, WorkerMemory(16 * 2**20, 1, 8)) is None
+    assert "sharded over 2 workers, about" in summary_memory_message(
+        200, 3000, 1e-4, WorkerMemory(16 * 2**20, 1, 2))
 
 
 @pytest.mark.slow

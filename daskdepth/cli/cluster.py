@@ -35,7 +35,14 @@ import dask.threaded
 from dask.callbacks import Callback
 from distributed import Client, LocalCluster
 
-from ..runtime.client import LOCAL_SCHEDULERS, key_names, listen_to_phases, phase, running_tasks
+from ..runtime.client import (
+    LOCAL_SCHEDULERS,
+    keep_placement,
+    key_names,
+    listen_to_phases,
+    phase,
+    running_tasks,
+)
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
 from .ui import UI, clear_line, progress_line
 
@@ -288,7 +295,7 @@ class Runner:
         return Progress(self.ui, label, self.client)
 
     def compute(self, collection: Any, label: str, phase_name: str = "score") -> Any:
-        """Compute a dask collection (or a tuple of them) as the phase ``phase_name``, with progress.
+        """Compute a dask collection (or a tuple of them) as phase ``phase_name``, with progress.
 
         On a cluster, when the computation fails or is interrupted, no task of
         it is left running on return (its side effects, such as writing a
@@ -303,7 +310,8 @@ class Runner:
                 return dask.compute(collection)[0]
             many = isinstance(collection, (tuple, list))
             parts = list(collection) if many else [collection]
-            futures = self.client.compute(parts)
+            with keep_placement():  # the scoring's shard tasks stay on their workers
+                futures = self.client.compute(parts)
             try:
                 results = self.client.gather(futures)
             except BaseException:

@@ -32,6 +32,7 @@ VERBS: dict[str, str] = {
     "refine": "values of the leaves still too heavy, per row chunk and direction block",
     "split": "heavy leaves split exactly and finished again, per direction block",
     "summary": "the fitted depth summary, shared by the scoring tasks",
+    "load": "a direction block of a saved or local summary, placed where scoring reads it",
     "offset": "depths of the row sample that sets offset_",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
