@@ -599,8 +599,8 @@ class _Reader:
             raise self.corrupt("its summary's blocks are not a list")
         out = []
         start = 0
-        for item in items:
-            block = self.stored_block(item, data, size, n)
+        for i, item in enumerate(items):
+            block = self.stored_block(item, data, size, n, i)
             if block.j0 != start or block.j1 > errors.size:
                 raise self.corrupt("its summary's blocks do not follow each other over the "
                                    "directions of its error bounds")
@@ -613,7 +613,7 @@ class _Reader:
                                f"bounds {errors.size}")
         return out
 
-    def stored_block(self, item: Any, data: str, size: int, n: int) -> StoredBlock:
+    def stored_block(self, item: Any, data: str, size: int, n: int, index: int) -> StoredBlock:
         """One block's handle, its byte range and arrays' places checked (nothing read)."""
         if not isinstance(item, dict) or set(item) != {"class", "fields", "offset", "nbytes",
                                                        "sha256"}:
@@ -642,7 +642,7 @@ class _Reader:
                 raise self.corrupt(f"a block's {name} is not a non-negative integer")
         if eager["j1"] <= eager["j0"]:
             raise self.corrupt("a block holds no direction")
-        return StoredBlock(self.source_for(data), item, _class_name(cls), eager, n)
+        return StoredBlock(self.source_for(data), item, _class_name(cls), eager, n, index)
 
     def source_for(self, data: str) -> BlockSource:
         if self.source is None:  # pragma: no cover - read_model always gives one
@@ -740,13 +740,14 @@ class StoredBlock(BlockHandle):
     """
 
     def __init__(self, source: BlockSource, item: dict[str, Any], cls: str,
-                 eager: dict[str, Any], n: int) -> None:
+                 eager: dict[str, Any], n: int, index: int) -> None:
         super().__init__(int(eager["j0"]), int(eager["j1"]), int(item["nbytes"]))
         self.source = source
         self.item = item
         self.cls = cls
         self.eager = eager
         self.n = int(n)
+        self.index = int(index)
 
     def load(self) -> Any:
         where = self.source.where
@@ -777,13 +778,11 @@ class StoredBlock(BlockHandle):
             block.validate(self.n)
             errors = block.direction_errors(self.n)
         except (ValueError, TypeError, AttributeError) as exc:
-            raise corrupted(where, f"its summary's direction block {self.j0}..{self.j1 - 1} is "
-                                   f"invalid: {exc}") from None
+            raise corrupted(where, f"its summary is invalid: block {self.index}: {exc}") from None
         if (block.j0, block.j1) != (self.j0, self.j1) or not (
                 self.meta is not None and np.array_equal(errors, self.meta.errors)):
-            raise corrupted(where, f"its summary's direction block {self.j0}..{self.j1 - 1} "
-                                   "does not have the directions or error bounds the model "
-                                   "was read with")
+            raise corrupted(where, f"its summary is invalid: block {self.index} does not have "
+                                   "the directions or error bounds the model was read with")
         return block
 
 

@@ -144,3 +144,19 @@ def sums_are_exact(m: int, n: int) -> bool:
     (True, False)
     """
     return 2 * int(m) * int(n) <= EXACT_HALVES
+
+
+def squares_are_exact(m: int, n: int) -> bool:
+    """Whether adding ``m`` directions' squared tabulated scores of ``n`` rows is exact.
+
+    Each square is a multiple of 1/4 between 0 and ``n**2 / 4`` (the standard
+    error's sums, :meth:`DepthSummary.depth_and_std
+    <daskdepth.summary.depth.DepthSummary.depth_and_std>`), so every partial sum
+    is a multiple of 1/4 below ``m n**2 / 4``: exact when ``m n**2 <= 2**53``.
+
+    Examples
+    --------
+    >>> squares_are_exact(4000, 10**6), squares_are_exact(4000, 10**7)
+    (True, False)
+    """
+    return int(m) * int(n) ** 2 <= EXACT_HALVES

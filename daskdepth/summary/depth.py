@@ -192,8 +192,11 @@ def _check_handle(block: BlockHandle, i: int, start: int, n: int) -> None:
             and block.j1 > block.j0):
         raise ValueError(f"block {i} starts at direction {block.j0}, not {start}")
     meta = block.meta
+    if meta is not None and meta.n != n:
+        raise ValueError(f"block {i} was stored for {meta.n} rows, not the {n} the summary was "
+                         "fitted on")
     errors = None if meta is None else meta.errors
-    if (meta is None or meta.n != n or not isinstance(errors, np.ndarray)
+    if (meta is None or not isinstance(errors, np.ndarray)
             or errors.dtype != np.float64 or errors.shape != (block.mb,)
             or not (np.isfinite(errors).all() and (errors >= 0).all() and (errors <= 1).all())):
         raise ValueError(f"block {i}: its error bounds are not {block.mb} values in [0, 1] for "
