@@ -94,9 +94,9 @@ def _local_summary(summary: Any, token: str) -> Any:
 # --------------------------------------------------------------------------- sharded
 
 
-def _prepare_chunk(x: np.ndarray, location: np.ndarray, raise_nan: bool, start: float) -> Rows:
+def _prepare_chunk(x: np.ndarray, shell: DepthSummary, raise_nan: bool, start: float) -> Rows:
     x = np.asarray(x, dtype=np.float64)
-    return prepare_rows(x, location, _check_rows(x, raise_nan, start))
+    return prepare_rows(x, shell.location, _check_rows(x, raise_nan, start))
 
 
 def _score_shard(rows: Rows, directions: np.ndarray, mode: str, running: Any,
@@ -169,15 +169,17 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     groups = shards(futures, keep_order=not exact)
     directions = delayed(summary.directions, name=key_name("summary", token, "directions"),
                          traverse=False)
-    # The finishing tasks need only n, m and the arithmetic: a summary without blocks.
+    # Preparing and finishing need only the centring, n, m and the arithmetic: a summary
+    # without blocks, as a key of its own (so that a chunk's task and its preparation,
+    # with two inputs, are not fused into a task named after both).
     shell = delayed(DepthSummary(summary.location, summary.directions, [], n),
                     name=key_name("summary", token, "shell"), traverse=False)
-    chunks = list(x.to_delayed().ravel())
+    chunks = list(x.to_delayed(optimize_graph=False).ravel())
     name = key_name("score", token) if mode != "std" else key_name("score", token, "std")
     finals: list[Delayed] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
         rows = delayed(_prepare_chunk, pure=True)(
-            chunk, summary.location, raise_nan, start,
+            chunk, shell, raise_nan, start,
             dask_key_name=(key_name("deduplicate", token, "score"), i))
         running: Any = None
         parts = []
@@ -195,7 +197,11 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
                                   key_name("merge", token, "score", i))
         finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
                                                   dask_key_name=(name, i)))
-    graph = HighLevelGraph.merge(*[f.dask for f in finals])
+    # One layer named as the array, on top of the input's layers (later operations on
+    # the array, such as writing it, refer to its layer by name).
+    inputs = set(x.__dask_graph__().keys())
+    layer = {k: v for f in finals for k, v in f.dask.items() if k not in inputs}
+    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
     if mode == "std":
         return da.Array(graph, name, chunks=(x.chunks[0], (2,)), dtype=np.float64,
                         meta=np.empty((0, 0), dtype=np.float64))

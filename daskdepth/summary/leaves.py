@@ -278,6 +278,11 @@ class BlockLeaves:
                   self.counts, self.ext, self.lut, self.worst]
         return sum(a.nbytes for a in arrays if a is not None)
 
+    def __sizeof__(self) -> int:
+        # What dask's sizeof reports: the scheduler then counts a block's real size when
+        # it places and steals tasks (a block held by one worker stays there).
+        return object.__sizeof__(self) + self.nbytes
+
     # ---------------------------------------------------------------- construction
 
     @classmethod
