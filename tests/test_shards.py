@@ -194,6 +194,45 @@ def test_ties_and_exactness_on_the_cluster(cluster):
     np.testing.assert_array_equal(got, base)
 
 
+def test_halfspace_and_standard_errors_are_sharded_with_the_same_bits(cluster, data, queries,
+                                                                     monkeypatch):
+    """The minimum over directions and the depth's standard error, per shard and combined."""
+    kw = dict(n_directions=M, tol=TOL, random_state=4, nan_policy="omit")
+    with dask.config.set(scheduler="threads"):
+        hs = daskdepth.Halfspace(**kw).fit(chunked(data, 20_000))
+        base_min = hs.score_samples(queries)
+        ai = daskdepth.AIIRW(**kw).fit(chunked(data, 20_000))
+        base_depth, base_std = ai.score_samples(queries, return_std=True)
+    with Client(cluster):
+        low = hs.score_samples(chunked(queries, 1700)).compute()
+        depth, std = ai.score_samples(queries, return_std=True)
+        lazy = ai.score_samples(chunked(queries, 2200), return_std=True)
+        lazy = dask.compute(*lazy)
+        # Beyond exact sums of squares the shards are visited in block order: same bits.
+        monkeypatch.setattr(daskdepth.passes.scoring, "squares_are_exact", lambda m, n: False)
+        chained = ai.score_samples(queries, return_std=True)
+    np.testing.assert_array_equal(low, base_min)
+    for got in ((depth, std), lazy, chained):
+        np.testing.assert_array_equal(got[0], base_depth)
+        np.testing.assert_array_equal(got[1], base_std)
+
+
+def test_exact_summary_stays_on_the_cluster(cluster):
+    """Small n: the sorted projections are computed and kept by the workers, same bits."""
+    x = tie_data(3000, 6, seed=9)
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(n_directions=M, random_state=2).fit(x)
+    with Client(cluster):
+        model = daskdepth.IRW(n_directions=M, random_state=2).fit(chunked(x, 700))
+        assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+        assert model.error_bound_ == 0 and model.n_passes_ == 0
+        in_sample = model.score_samples(x)
+        fresh = model.score_samples(chunked(x[::-1].copy(), 900)).compute()[::-1]
+    np.testing.assert_array_equal(in_sample, base.score_samples(x))
+    np.testing.assert_array_equal(fresh, base.summary_.depth(x))
+    assert model.offset_ == base.offset_
+
+
 def test_closed_cluster_is_named_when_scoring(data):
     with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as lc, Client(lc):

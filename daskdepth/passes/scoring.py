@@ -24,7 +24,7 @@ from typing import Any, Literal, overload
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed, delayed
-from dask.highlevelgraph import HighLevelGraph
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from ..errors import nan_rows_message
 from ..runtime.client import active_client, broadcast
@@ -195,13 +195,16 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
         if exact:
             running = tree_reduce(parts, partial(_combine, mode),
                                   key_name("merge", token, "score", i))
+        key = (name, i, 0) if mode == "std" else (name, i)  # the array's block (i[, 0])
         finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
-                                                  dask_key_name=(name, i)))
-    # One layer named as the array, on top of the input's layers (later operations on
-    # the array, such as writing it, refer to its layer by name).
-    inputs = set(x.__dask_graph__().keys())
-    layer = {k: v for f in finals for k, v in f.dask.items() if k not in inputs}
-    graph = HighLevelGraph.from_collections(name, layer, dependencies=[x])
+                                                  dask_key_name=key))
+    # The tasks keep their layers (and the shard tasks their worker annotations); a
+    # layer named as the array, depending on them all, is what later operations on
+    # the array (such as writing it) refer to.
+    merged = HighLevelGraph.merge(*[f.dask for f in finals])
+    layers = {**merged.layers, name: MaterializedLayer({})}
+    dependencies = {**merged.dependencies, name: set(merged.layers)}
+    graph = HighLevelGraph(layers, dependencies)
     if mode == "std":
         return da.Array(graph, name, chunks=(x.chunks[0], (2,)), dtype=np.float64,
                         meta=np.empty((0, 0), dtype=np.float64))
