@@ -215,7 +215,7 @@ def typical_leaves(n: int, tol: float) -> int:
     Examples
     --------
     >>> typical_leaves(10**6, 1e-4), typical_leaves(500, 0.0)
-    (6252, 500)
+    (6251, 500)
     """
     most = leaves_per_direction(n, tol)
     if most >= n:
