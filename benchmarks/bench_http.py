@@ -13,9 +13,19 @@ chunk before routing them; for comparison the benchmark also runs daskdepth
 with merging disabled, and times scoring new points without duplicates (the
 Http rows plus Gaussian noise of standard deviation 1e-3).
 Each contender runs in a fresh subprocess so that its peak resident memory is
-its own.  Usage::
+its own; daskdepth (both variants) runs ``--repeat`` times and the table gives
+the median with the min and max, and the load average (``os.getloadavg``)
+around each run: the machine's load is the largest source of variation.
 
-    python benchmarks/bench_http.py [--data PATH] [--directions 300] [--repeat 2]
+Before timing, each daskdepth process fits and scores a 70,000-row slice
+(more rows than the in-memory path takes), which runs every kernel the timed
+fit runs: the kernels are compiled on the first run after installing (or
+loaded from Numba's on-disk cache later), and that cost is reported apart
+(``warm-up``), not in the timed fit.  ``--cold-cache`` gives each daskdepth
+process an empty Numba cache directory, as on a new installation.  Usage::
+
+    python benchmarks/bench_http.py [--data PATH] [--directions 300] [--repeat 5]
+        [--cold-cache]
 """
 
 from __future__ import annotations
@@ -47,8 +57,15 @@ def run_daskdepth(data: str, m: int, out: str, merge: bool = True) -> dict:
     if not merge:  # duplicates would have to remove more than all rows: never merged
         rows.MERGE_MIN_GAIN = 1.0
     x = np.load(data)["X"]
-    # Warm the compiled kernels on a small input so compilation is not timed.
+    # Compile (or load from Numba's cache) every kernel the timed run uses: a
+    # slice with more rows than the in-memory path takes runs the moments,
+    # pilot, histogram and scoring kernels; a small one the in-memory path.
+    load0 = os.getloadavg()[0]
+    w0 = time.perf_counter()
+    daskdepth.AIIRW(n_directions=8, tol=1e-3, random_state=0).fit(
+        x[:70_000]).score_samples(x[:2000])
     daskdepth.AIIRW(n_directions=8, random_state=0).fit(x[:2000]).score_samples(x[:10])
+    warm = time.perf_counter() - w0
     base = _peak_rss_mib()
     t0 = time.perf_counter()
     model = daskdepth.AIIRW(n_directions=m, random_state=0).fit(x)
@@ -64,6 +81,7 @@ def run_daskdepth(data: str, m: int, out: str, merge: bool = True) -> dict:
         np.save(out + "-location.npy", model.location_)
         np.save(out + "-depth.npy", depth)
     return {"fit_s": t1 - t0, "score_s": t2 - t1, "total_s": t2 - t0, "score_new_s": t4 - t3,
+            "warmup_s": warm, "load_before": load0, "load_after": os.getloadavg()[0],
             "rows": x.shape[0], "distinct_rows": int(np.unique(x, axis=0).shape[0]),
             "peak_rss_mib": _peak_rss_mib(), "rss_before_mib": base,
             "error_bound": model.error_bound_, "passes": model.n_passes_,
@@ -137,20 +155,36 @@ def run_iforest(data: str) -> dict:
     return {"total_s": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib()}
 
 
-def _child(mode: str, data: str, m: int, out: str) -> dict:
+def _child(mode: str, data: str, m: int, out: str, cold_cache: bool = False) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--data", data, "--directions", str(m),
            "--out", out]
-    res = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    env = dict(os.environ)
+    with tempfile.TemporaryDirectory(prefix="numba-cache-") as cache:
+        if cold_cache:
+            env["NUMBA_CACHE_DIR"] = cache
+        res = subprocess.run(cmd, capture_output=True, text=True, check=False, env=env)
     if res.returncode != 0:
         raise RuntimeError(f"{mode} failed:\n{res.stderr}")
     return json.loads(res.stdout.strip().splitlines()[-1])
+
+
+def _median_run(runs: list[dict]) -> dict:
+    """The run with the median total time (the lower middle one for an even count)."""
+    return sorted(runs, key=lambda r: r["total_s"])[(len(runs) - 1) // 2]
+
+
+def _spread(runs: list[dict]) -> str:
+    t = [r["total_s"] for r in runs]
+    return f"{min(t):.2f}-{max(t):.2f}"
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default=str(DEFAULT_DATA))
     ap.add_argument("--directions", type=int, default=300)
-    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--repeat", type=int, default=5)
+    ap.add_argument("--cold-cache", action="store_true",
+                    help="an empty Numba cache for each daskdepth run (a new installation)")
     ap.add_argument("--child", choices=["daskdepth", "daskdepth-unmerged", "exact", "reference",
                                         "iforest"])
     ap.add_argument("--out")
@@ -166,25 +200,29 @@ def main() -> None:
         return
     with tempfile.TemporaryDirectory() as tmp:
         out = os.path.join(tmp, "run")
-        dd = min((_child("daskdepth", args.data, args.directions, out)
-                  for _ in range(args.repeat)), key=lambda r: r["total_s"])
-        um = min((_child("daskdepth-unmerged", args.data, args.directions, out)
-                  for _ in range(args.repeat)), key=lambda r: r["total_s"])
+        runs = [_child("daskdepth", args.data, args.directions, out, args.cold_cache)
+                for _ in range(args.repeat)]
+        unmerged = [_child("daskdepth-unmerged", args.data, args.directions, out,
+                           args.cold_cache) for _ in range(args.repeat)]
         ex = _child("exact", args.data, args.directions, out)
         ref = _child("reference", args.data, args.directions, out)
         iff = min((_child("iforest", args.data, args.directions, out)
                    for _ in range(args.repeat)), key=lambda r: r["total_s"])
-    print(f"Http fit + score of every row, m = {args.directions}, {os.cpu_count()} cores "
-          f"(best of {args.repeat} for daskdepth and IsolationForest)\n")
+    dd, um = _median_run(runs), _median_run(unmerged)
+    cache = "an empty Numba cache per run" if args.cold_cache else "Numba's on-disk cache"
+    print(f"Http fit + score of every row, m = {args.directions}, {os.cpu_count()} cores, "
+          f"{args.repeat} runs of daskdepth ({cache}; median, min-max), best of "
+          f"{args.repeat} for IsolationForest\n")
     print("| method | time (s) | peak RSS (MiB) | notes |")
     print("|---|---|---|---|")
-    print(f"| daskdepth AIIRW (tol=1e-4) | {dd['total_s']:.2f} (fit {dd['fit_s']:.2f}, score "
-          f"{dd['score_s']:.2f}) | {dd['peak_rss_mib']:.0f} | certified bound "
-          f"{dd['error_bound']:.2e}, measured max error {ex['max_abs_error_of_daskdepth']:.2e}, "
-          f"{dd['passes']} passes after moments, summary {dd['summary_mib']:.0f} MiB |")
-    print(f"| daskdepth, duplicate merging off (comparison) | {um['total_s']:.2f} (fit "
-          f"{um['fit_s']:.2f}, score {um['score_s']:.2f}) | {um['peak_rss_mib']:.0f} | "
-          f"certified bound {um['error_bound']:.2e} |")
+    print(f"| daskdepth AIIRW (tol=1e-4) | {dd['total_s']:.2f} ({_spread(runs)}; fit "
+          f"{dd['fit_s']:.2f}, score {dd['score_s']:.2f}) | {dd['peak_rss_mib']:.0f} | certified "
+          f"bound {dd['error_bound']:.2e}, measured max error "
+          f"{ex['max_abs_error_of_daskdepth']:.2e}, {dd['passes']} passes after moments, "
+          f"summary {dd['summary_mib']:.0f} MiB |")
+    print(f"| daskdepth, duplicate merging off (comparison) | {um['total_s']:.2f} "
+          f"({_spread(unmerged)}; fit {um['fit_s']:.2f}, score {um['score_s']:.2f}) | "
+          f"{um['peak_rss_mib']:.0f} | certified bound {um['error_bound']:.2e} |")
     print(f"| exact, reference algorithm (n x m argsort, as the paper's code) | "
           f"{ref['total_s']:.2f} | {ref['peak_rss_mib']:.0f} | same directions; ties ranked "
           "arbitrarily |")
@@ -192,6 +230,9 @@ def main() -> None:
           f"{ex['peak_rss_mib']:.0f} | same directions; this project's definition |")
     print(f"| scikit-learn IsolationForest | {iff['total_s']:.2f} | {iff['peak_rss_mib']:.0f} | "
           "default parameters |")
+    print("\ndaskdepth runs (total s, warm-up s, load average before/after):",
+          "; ".join(f"{r['total_s']:.2f} ({r['warmup_s']:.1f}, {r['load_before']:.1f}/"
+                    f"{r['load_after']:.1f})" for r in runs))
     print(f"\nspeed-up over the reference algorithm: {ref['total_s'] / dd['total_s']:.1f}x; "
           f"over the tie-aware exact implementation: {ex['total_s'] / dd['total_s']:.1f}x; "
           f"with duplicate merging off: {ref['total_s'] / um['total_s']:.1f}x")

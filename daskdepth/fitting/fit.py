@@ -22,11 +22,13 @@ from ..kernels.frame import FrameReport
 from ..kernels.whitening import whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
-from ..runtime.client import phase
+from ..runtime.client import keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
+    directions_per_wave,
+    free_worker_memory,
     plan_memory_message,
     prefer_sorted,
     row_chunk,
@@ -34,7 +36,7 @@ from ..runtime.memory import (
 )
 from ..summary.depth import DepthSummary
 from .frame import frame_message, invariant_basis
-from .summaries import FitInfo, build_summary
+from .summaries import FitInfo, build_summary, pilot_bytes_per_direction
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot leaves and
 #: for ``offset_``: the contamination quantile of 65,536 depths is within about
@@ -151,9 +153,11 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
-    summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact,
-                                  statistic=statistic)
+    pilot_bytes = pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0])
+    summary, info = build_summary(
+        x, location, directions, mom.sample, mom.n, tol, token,
+        block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact, statistic=statistic,
+        wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()))
     # The in-sample totals the exact path counts are sums over directions (the mean).
     if info.in_sample is not None and statistic == "depth":
         in_sample = summary.depth_of_totals(info.in_sample)
@@ -268,6 +272,6 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("cut", token))
-    with phase("offset"):
+    with phase("offset"), keep_placement():
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()
