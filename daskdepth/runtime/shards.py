@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import dask
+import dask.array as da
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
@@ -262,3 +263,28 @@ def _threads(client: Any) -> dict[str, int]:
     except TypeError:  # pragma: no cover - an older client signature
         info = client.scheduler_info()
     return {addr: max(1, int(w.get("nthreads") or 1)) for addr, w in info["workers"].items()}
+
+
+class PlacedArray(da.Array):
+    """A dask array whose computation keeps its tasks' worker annotations.
+
+    dask.array's low-level fusion flattens a graph and drops its layers'
+    annotations (:func:`daskdepth.runtime.client.keep_placement`), among them
+    the worker each shard task must run on; without them the scheduler may
+    run a shard's task elsewhere to balance the load and copy the shard's
+    blocks there.  Computing this array directly (``compute``, ``persist``,
+    ``dask.compute``, ``client.compute``) skips that fusion; arrays derived
+    from it are ordinary dask arrays.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        with dask.config.set({"optimization.fuse.active": False}):
+            return da.Array.__dask_optimize__(dsk, keys, **kwargs)
+
+
+def placed(array: da.Array) -> da.Array:
+    """``array`` as a :class:`PlacedArray` (the same graph, keys and chunks)."""
+    return PlacedArray(array.dask, array.name, array.chunks, meta=array._meta)
