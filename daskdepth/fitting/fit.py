@@ -272,6 +272,9 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("offset", token))
-    with phase("offset"), keep_placement():
+    with phase("offset"), keep_placement(), warnings.catch_warnings():
+        # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
+        # the graph on purpose, once; distributed warns about any graph over 10 MB.
+        warnings.filterwarnings("ignore", message="Sending large graph")
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()
