@@ -147,9 +147,12 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     else:
         m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
-    # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
-    block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
     exact = mom.sample.shape[0] == mom.n and prefer_sorted(m, mom.n, tol)
+    # Tasks hold a row chunk with one block's projections; the exact phase holds every
+    # row with its block's projections, sorted (pilot tasks project one direction at a
+    # time, so the row sample does not bound the leaves' blocks).
+    held = max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0] if exact else 1)
+    block = directions_per_block(d, held)
     too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)

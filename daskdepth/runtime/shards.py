@@ -118,13 +118,36 @@ def spread_runs(count: int, workers: int) -> list[range]:
     return [range(bounds[w], bounds[w + 1]) for w in range(workers)]
 
 
-def compute_spread(client: Any, tasks: Sequence[Delayed]) -> list[Future]:
-    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost)."""
+def spread_owner(index: int, total: int, workers: int) -> int:
+    """The worker (0 .. workers - 1) of item ``index`` of ``total`` spread in contiguous runs.
+
+    The runs of :func:`spread_runs`, item by item, so that items computed in
+    several batches (the waves of a fit) are spread as if computed at once.
+
+    Examples
+    --------
+    >>> [spread_owner(i, 5, 2) for i in range(5)]
+    [0, 0, 0, 1, 1]
+    """
+    return next(w for w, run in enumerate(spread_runs(total, workers)) if index in run)
+
+
+def compute_spread(client: Any, tasks: Sequence[Delayed],
+                   place: tuple[int, int] | None = None) -> list[Future]:
+    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost).
+
+    ``place`` is ``(first, total)`` when the tasks are items ``first ..`` of
+    ``total`` spread over several calls: each goes to the worker of its place
+    among all of them (:func:`spread_owner`), so that the runs stay even.
+    """
     workers = _workers(client)
     if len(workers) <= 1:
         return list(client.compute(list(tasks)))
+    first, total = place if place is not None else (0, len(tasks))
+    owners = [spread_owner(first + i, total, len(workers)) for i in range(len(tasks))]
     out: list[Future | None] = [None] * len(tasks)
-    for addr, run in zip(workers, spread_runs(len(tasks), len(workers)), strict=False):
+    for w, addr in enumerate(workers):
+        run = [i for i, o in enumerate(owners) if o == w]
         if not run:
             continue
         futures = client.compute([tasks[i] for i in run], workers=[addr],
@@ -135,21 +158,22 @@ def compute_spread(client: Any, tasks: Sequence[Delayed]) -> list[Future]:
 
 
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
-            finished: bool = True) -> list[Any]:
+            finished: bool = True, place: tuple[int, int] | None = None) -> list[Any]:
     """Compute direction blocks: here (local schedulers) or kept on the cluster.
 
     On a distributed client each block stays on its worker and comes back as a
     :class:`ClusterBlock` with its :class:`~daskdepth.summary.blocks.BlockMeta`
     (computed there by tasks named ``(name, i)``); only the metadata travels.
     With ``spread``, the blocks are computed in contiguous runs per worker
-    (for blocks whose inputs sit on one worker, such as the pilot's sample).
-    ``finished`` says whether the blocks' leaves are counted (their error
-    bounds are then part of the metadata).
+    (for blocks whose inputs sit on one worker, such as the pilot's sample);
+    ``place`` as for :func:`compute_spread`.  ``finished`` says whether the
+    blocks' leaves are counted (their error bounds are then part of the
+    metadata).
     """
     client = active_client()
     if client is None:
         return list(dask.compute(*blocks))
-    futures = (compute_spread(client, blocks) if spread
+    futures = (compute_spread(client, blocks, place) if spread
                else list(client.compute(list(blocks))))
     metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
              for i, f in enumerate(futures)]
