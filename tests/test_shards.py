@@ -86,7 +86,9 @@ def test_fit_on_cluster_keeps_blocks_there_and_scores_the_same_bits(cluster, dat
         depth = model.score_samples(queries)
         lazy = model.score_samples(chunked(queries, (1000, 2500, 1500)))
         assert lazy.chunks == ((1000, 2500, 1500),)
-        lazy = lazy.compute()
+        lazy = lazy.compute()  # a plain compute keeps the shard tasks on their workers
+        who = client.who_has([b.future for b in blocks])
+        assert all(len(who[b.future.key]) == 1 for b in blocks), who
         # The same on the client, one block fetched at a time.
         on_client = model.summary_.depth(queries)
         std = model.summary_.depth_and_std(queries[:500])

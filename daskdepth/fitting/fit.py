@@ -147,9 +147,12 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     else:
         m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
-    # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
-    block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
     exact = mom.sample.shape[0] == mom.n and prefer_sorted(m, mom.n, tol)
+    # Tasks hold a row chunk with one block's projections; the exact phase holds every
+    # row with its block's projections, sorted (pilot tasks project one direction at a
+    # time, so the row sample does not bound the leaves' blocks).
+    held = max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0] if exact else 1)
+    block = directions_per_block(d, held)
     too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
@@ -272,6 +275,9 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("cut", token))
-    with phase("offset"), keep_placement():
+    with phase("offset"), keep_placement(), warnings.catch_warnings():
+        # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
+        # the graph on purpose, once; distributed warns about any graph over 10 MB.
+        warnings.filterwarnings("ignore", message="Sending large graph")
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()

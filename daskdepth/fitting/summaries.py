@@ -284,7 +284,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         wave = rest[:next_wave(rest, wave_directions() if wave_directions else len(ranges)
                                * block_size)]
         wave_token = f"{token}.{w}" if w else token
-        pilots = pilot_phase(columns, directions, wave, n, tol, wave_token)
+        pilots = pilot_phase(columns, directions, wave, n, tol, wave_token,
+                             place=(len(blocks), len(ranges)))
         blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
@@ -295,13 +296,15 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 
 def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
-                n: int, tol: float, token: str, exact: bool = False) -> list[Any]:
+                n: int, tol: float, token: str, exact: bool = False,
+                place: tuple[int, int] | None = None) -> list[Any]:
     """Leaves of every block planned from the row sample, one task per block.
 
     ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
     the sample is all the rows, and the leaves come back finished.  On a
     cluster the blocks are spread over the workers in contiguous runs and stay
-    there.
+    there; ``place`` is ``(first, total)`` for a wave of blocks ``first ..`` of
+    ``total``, spread as if all were planned at once (even shares per worker).
     """
     pilots = [
         delayed(_pilot_task, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
@@ -314,7 +317,7 @@ def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
         return realize(pilots, n, key_name("bin", token, "meta"), spread=True,
-                       finished=exact)
+                       finished=exact, place=place)
 
 
 def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]], n: int,

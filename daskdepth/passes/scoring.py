@@ -30,7 +30,7 @@ from ..errors import nan_rows_message
 from ..runtime.client import active_client, broadcast
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.shards import graph_ref, hold, on_worker, shards
+from ..runtime.shards import graph_ref, hold, on_worker, placed, shards
 from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
@@ -252,7 +252,8 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
                and bool(summary.blocks) and x.shape[0] != 0)
     if sharded:
         out = _score_sharded(x, summary, "std" if std else statistic, raise_nan, token)
-        return (out[:, 0], out[:, 1]) if std else out
+        # Computed directly, the arrays keep their shard tasks on the shards' workers.
+        return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
     ref = _local_summary(summary, token)
     if not std:
         return x.map_blocks(

@@ -23,6 +23,7 @@ from collections.abc import Sequence
 from typing import Any, NamedTuple
 
 import dask
+import dask.array as da
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
@@ -117,13 +118,36 @@ def spread_runs(count: int, workers: int) -> list[range]:
     return [range(bounds[w], bounds[w + 1]) for w in range(workers)]
 
 
-def compute_spread(client: Any, tasks: Sequence[Delayed]) -> list[Future]:
-    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost)."""
+def spread_owner(index: int, total: int, workers: int) -> int:
+    """The worker (0 .. workers - 1) of item ``index`` of ``total`` spread in contiguous runs.
+
+    The runs of :func:`spread_runs`, item by item, so that items computed in
+    several batches (the waves of a fit) are spread as if computed at once.
+
+    Examples
+    --------
+    >>> [spread_owner(i, 5, 2) for i in range(5)]
+    [0, 0, 0, 1, 1]
+    """
+    return next(w for w, run in enumerate(spread_runs(total, workers)) if index in run)
+
+
+def compute_spread(client: Any, tasks: Sequence[Delayed],
+                   place: tuple[int, int] | None = None) -> list[Future]:
+    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost).
+
+    ``place`` is ``(first, total)`` when the tasks are items ``first ..`` of
+    ``total`` spread over several calls: each goes to the worker of its place
+    among all of them (:func:`spread_owner`), so that the runs stay even.
+    """
     workers = _workers(client)
     if len(workers) <= 1:
         return list(client.compute(list(tasks)))
+    first, total = place if place is not None else (0, len(tasks))
+    owners = [spread_owner(first + i, total, len(workers)) for i in range(len(tasks))]
     out: list[Future | None] = [None] * len(tasks)
-    for addr, run in zip(workers, spread_runs(len(tasks), len(workers)), strict=False):
+    for w, addr in enumerate(workers):
+        run = [i for i, o in enumerate(owners) if o == w]
         if not run:
             continue
         futures = client.compute([tasks[i] for i in run], workers=[addr],
@@ -134,21 +158,22 @@ def compute_spread(client: Any, tasks: Sequence[Delayed]) -> list[Future]:
 
 
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
-            finished: bool = True) -> list[Any]:
+            finished: bool = True, place: tuple[int, int] | None = None) -> list[Any]:
     """Compute direction blocks: here (local schedulers) or kept on the cluster.
 
     On a distributed client each block stays on its worker and comes back as a
     :class:`ClusterBlock` with its :class:`~daskdepth.summary.blocks.BlockMeta`
     (computed there by tasks named ``(name, i)``); only the metadata travels.
     With ``spread``, the blocks are computed in contiguous runs per worker
-    (for blocks whose inputs sit on one worker, such as the pilot's sample).
-    ``finished`` says whether the blocks' leaves are counted (their error
-    bounds are then part of the metadata).
+    (for blocks whose inputs sit on one worker, such as the pilot's sample);
+    ``place`` as for :func:`compute_spread`.  ``finished`` says whether the
+    blocks' leaves are counted (their error bounds are then part of the
+    metadata).
     """
     client = active_client()
     if client is None:
         return list(dask.compute(*blocks))
-    futures = (compute_spread(client, blocks) if spread
+    futures = (compute_spread(client, blocks, place) if spread
                else list(client.compute(list(blocks))))
     metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
              for i, f in enumerate(futures)]
@@ -262,3 +287,28 @@ def _threads(client: Any) -> dict[str, int]:
     except TypeError:  # pragma: no cover - an older client signature
         info = client.scheduler_info()
     return {addr: max(1, int(w.get("nthreads") or 1)) for addr, w in info["workers"].items()}
+
+
+class PlacedArray(da.Array):
+    """A dask array whose computation keeps its tasks' worker annotations.
+
+    dask.array's low-level fusion flattens a graph and drops its layers'
+    annotations (:func:`daskdepth.runtime.client.keep_placement`), among them
+    the worker each shard task must run on; without them the scheduler may
+    run a shard's task elsewhere to balance the load and copy the shard's
+    blocks there.  Computing this array directly (``compute``, ``persist``,
+    ``dask.compute``, ``client.compute``) skips that fusion; arrays derived
+    from it are ordinary dask arrays.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        with dask.config.set({"optimization.fuse.active": False}):
+            return da.Array.__dask_optimize__(dsk, keys, **kwargs)
+
+
+def placed(array: da.Array) -> da.Array:
+    """``array`` as a :class:`PlacedArray` (the same graph, keys and chunks)."""
+    return PlacedArray(array.dask, array.name, array.chunks, meta=array._meta)
