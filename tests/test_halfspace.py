@@ -420,3 +420,10 @@ def test_property_halfspace_mass_does_not_depend_on_the_chunking(data, seed):
     left, mass = _oracle_mass(whole, x, x)
     np.testing.assert_array_equal(whole.left_mass_, left)
     np.testing.assert_allclose(parts.score_samples(x), mass, rtol=0, atol=EPS)
+
+
+def test_covariance_without_affine_invariant_is_refused_when_built():
+    """make_estimator (score(), score_dataset, the CLI) refuses it before any work."""
+    with pytest.raises(ValueError, match="pass affine_invariant=True"):
+        make_estimator("halfspace", covariance="mcd")
+    assert make_estimator("halfspace", covariance="mcd", affine_invariant=True).affine_invariant

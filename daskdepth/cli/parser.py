@@ -349,11 +349,9 @@ it out, or use --depth ai-irw
     from ..estimators import make_estimator
 
     try:
-        model = make_estimator(depth, **estimator_params(args, None))
+        make_estimator(depth, **estimator_params(args, None))
     except TypeError as exc:
         raise ValueError(str(exc)) from None
-    model._covariance_spec()  # the covariance options together (e.g. halfspace needs
-    # --affine-invariant for --covariance mcd): checked without data, before any work
 
 
 def parse_command_line(argv: list[str]) -> argparse.Namespace:

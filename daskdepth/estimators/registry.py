@@ -87,4 +87,8 @@ it out or use depth='ai-irw' or depth='halfspace'
                                  if name in c._get_param_names())
             raise ValueError(f"{name}={value!r} does not apply to depth={depth!r} ({why}); "
                              f"leave it out or use {takers}")
-    return cls(**params)
+    model = cls(**params)
+    # Options the depth takes but not together (halfspace: covariance= only with
+    # affine_invariant=True), refused here too so that no caller starts any work first.
+    model._covariance_spec()
+    return model

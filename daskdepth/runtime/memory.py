@@ -491,17 +491,20 @@ def mass_plan_message(d: int, t: int, psi: int, memory: WorkerMemory | None = No
     here = local or _local_memory()
     per = 8 * (int(d) + 2 + int(psi))
     need = int(t) * per
-    if need <= SUMMARY_REFUSE_SHARE * mem.limit and need <= CLIENT_SHARE * here.limit:
-        return None
-    if SUMMARY_REFUSE_SHARE * mem.limit <= CLIENT_SHARE * here.limit:
-        room, where, limit = SUMMARY_REFUSE_SHARE * mem.limit, "half of a worker's memory limit", \
-            mem.limit
+    worker_room, client_room = SUMMARY_REFUSE_SHARE * mem.limit, CLIENT_SHARE * here.limit
+    if worker_room <= client_room:
+        room, where, limit, more = worker_room, "half of a worker's memory limit", mem.limit, \
+            "workers"
     else:
-        room, where, limit = CLIENT_SHARE * here.limit, "half of this machine's memory", here.limit
+        room, where, limit, more = client_room, "half of this machine's memory", here.limit, \
+            "a machine"
+    if need <= room:
+        return None
     return (f"the fit needs about {_size(need)} for {int(t):,} half-spaces of {int(d):,} features "
             f"(directions, split points, masses and {int(psi):,} subsample rows each), more than "
             f"{where} ({_size(limit)}): use n_directions <= {int(room // per):,}, or "
-            f"{'workers' if limit == mem.limit else 'a machine'} with more memory")
+            f"{more} with more memory")
+
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory
 #: limit asks for it, see :func:`row_chunk`).
