@@ -4,7 +4,9 @@ On a distributed client the fit keeps each direction block on the worker that
 computed it (:class:`daskdepth.runtime.shards.ClusterBlock`), scoring runs one
 task per (row chunk, shard) and adds the shards' partial sums; a summary held
 in this process is scattered one copy per block.  Every path must give the bits
-of the single-process computation.
+of the single-process computation.  A summary under a sixteenth of a worker's
+memory is copied to every worker instead; these tests shard every summary
+(``always_shard``) except those marked ``copied``, which test that choice.
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from distributed import Client, LocalCluster
 
 import daskdepth
 import daskdepth.passes.scoring
+import daskdepth.runtime.memory
 from daskdepth.errors import ModelFormatError
 from daskdepth.runtime.shards import ClusterBlock, spread_runs
 from daskdepth.storage.modelformat import StoredBlock
@@ -56,6 +59,17 @@ def local(data, queries):
     assert model.n_passes_ >= 1 and len(model.summary_.blocks) == 3
     assert not any(is_handle(b) for b in model.summary_.blocks)
     return model, depth
+
+
+@pytest.fixture(autouse=True)
+def always_shard(request, monkeypatch):
+    """These tests shard every summary on a cluster, however small (unless marked ``copied``).
+
+    Left to itself a summary under a sixteenth of a worker's memory is copied
+    to every worker instead (:func:`daskdepth.runtime.memory.shard_summary`).
+    """
+    if "copied" not in request.keywords:
+        monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)
 
 
 @pytest.fixture(scope="module")
@@ -241,6 +255,33 @@ def test_closed_cluster_is_named_when_scoring(data):
         model = _fit(data)
     with pytest.raises(RuntimeError, match="client is closed.*model.save"):
         model.score_samples(data[:10])
+
+
+@pytest.mark.copied
+def test_small_summary_is_copied_to_every_worker_not_sharded(cluster, data, queries, local,
+                                                             tmp_path):
+    """Under a sixteenth of a worker's memory the summary comes back and is copied, same bits.
+
+    Sharding a small summary would send every row chunk to the worker that holds
+    its one block (the whole pass on one worker); a copy on each worker moves no row.
+    """
+    base_model, base = local
+    assert base_model.summary_.nbytes < 2**20  # under a sixteenth of any worker here
+    with Client(cluster):
+        model = _fit(data)
+        assert not any(is_handle(b) for b in model.summary_.blocks)
+        depth = model.score_samples(chunked(queries, 1700))
+        graph = dict(depth.__dask_graph__())
+        assert not [k for k in graph if isinstance(k, tuple) and str(k[0]).endswith("shard")]
+        got = depth.compute()
+        # A loaded model's blocks are read here once and copied the same way.
+        stored = daskdepth.load(model.save(tmp_path / "m.zarr"))
+        loaded = stored.score_samples(queries)
+    np.testing.assert_array_equal(got, base)
+    np.testing.assert_array_equal(loaded, base)
+    assert model.offset_ == base_model.offset_ and model.error_bound_ == base_model.error_bound_
+    for a, b in zip(base_model.summary_.blocks, model.summary_.blocks, strict=True):
+        np.testing.assert_array_equal(a.table, b.table)
 
 
 def test_spread_runs():

@@ -22,16 +22,19 @@ from ..kernels.frame import FrameReport
 from ..kernels.whitening import whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
-from ..runtime.client import keep_placement, phase
+from ..runtime.client import active_client, keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
     directions_per_wave,
     free_worker_memory,
+    largest_summary_bytes,
     plan_memory_message,
     prefer_sorted,
     row_chunk,
+    shard_summary,
+    sorted_summary_bytes,
     summary_memory_message,
 )
 from ..summary.depth import DepthSummary
@@ -157,10 +160,15 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
     pilot_bytes = pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0])
+    # On a cluster, a summary that is a small part of a worker's memory at its largest
+    # (while fitted) is copied to every worker; a larger one is sharded over them.
+    shard = active_client() is not None and shard_summary(
+        sorted_summary_bytes(m, mom.n) if exact else largest_summary_bytes(m, mom.n, tol))
     summary, info = build_summary(
         x, location, directions, mom.sample, mom.n, tol, token,
         block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact, statistic=statistic,
-        wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()))
+        wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()),
+        shard=shard)
     # The in-sample totals the exact path counts are sums over directions (the mean).
     if info.in_sample is not None and statistic == "depth":
         in_sample = summary.depth_of_totals(info.in_sample)

@@ -17,7 +17,7 @@ from ..errors import ToleranceWarning
 from ..kernels.leaves import plan_cuts
 from ..kernels.routing import project_columns
 from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogram_graph
-from ..runtime.client import active_client, phase
+from ..runtime.client import active_client, broadcast, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
 from ..runtime.shards import (
@@ -246,8 +246,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   block_size: int = MAX_DIRECTIONS_PER_BLOCK,
                   exact: bool = False,
                   statistic: str = "depth",
-                  wave_directions: Callable[[], int] | None = None
-                  ) -> tuple[DepthSummary, FitInfo]:
+                  wave_directions: Callable[[], int] | None = None,
+                  shard: bool = True) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
@@ -264,17 +264,20 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     directions that need it (:func:`refine_phase`) for the bound of ``statistic``
     (the mean over directions, ``'depth'``, or their minimum, ``'min_depth'``).
 
-    With a distributed client the blocks stay on the workers
-    (:class:`daskdepth.runtime.shards.ClusterBlock`); the client only gets their
-    metadata.
+    With a distributed client and ``shard``, the blocks stay on the workers
+    (:class:`daskdepth.runtime.shards.ClusterBlock`) and the client only gets
+    their metadata; without ``shard`` (a summary small enough to copy to every
+    worker, :func:`daskdepth.runtime.memory.shard_summary`) they come back here
+    and each pass copies them to every worker, as the fitted model's scoring does.
     """
     ranges = direction_blocks(directions.shape[0], block_size)
     columns = share(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     if exact and sample.shape[0] == n:
-        sorted_blocks, in_sample = exact_phase(columns, directions, ranges, n, token)
+        sorted_blocks, in_sample = exact_phase(columns, directions, ranges, n, token, keep=shard)
         return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)
     if sample.shape[0] == n:
-        blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True)
+        blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True,
+                             keep=shard)
         return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
     shared = Shared(columns, share(directions, key_name("share", token, "directions")))
     blocks = []
@@ -285,7 +288,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                                * block_size)]
         wave_token = f"{token}.{w}" if w else token
         pilots = pilot_phase(columns, directions, wave, n, tol, wave_token,
-                             place=(len(blocks), len(ranges)))
+                             place=(len(blocks), len(ranges)), keep=shard)
         blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
@@ -297,7 +300,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
                 n: int, tol: float, token: str, exact: bool = False,
-                place: tuple[int, int] | None = None) -> list[Any]:
+                place: tuple[int, int] | None = None, keep: bool = True) -> list[Any]:
     """Leaves of every block planned from the row sample, one task per block.
 
     ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
@@ -305,6 +308,7 @@ def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     cluster the blocks are spread over the workers in contiguous runs and stay
     there; ``place`` is ``(first, total)`` for a wave of blocks ``first ..`` of
     ``total``, spread as if all were planned at once (even shares per worker).
+    Without ``keep`` they come back here (:func:`~daskdepth.runtime.shards.realize`).
     """
     pilots = [
         delayed(_pilot_task, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
@@ -317,11 +321,11 @@ def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
         return realize(pilots, n, key_name("bin", token, "meta"), spread=True,
-                       finished=exact, place=place)
+                       finished=exact, place=place, keep=keep)
 
 
 def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]], n: int,
-                token: str) -> tuple[list[Any], np.ndarray]:
+                token: str, keep: bool = True) -> tuple[list[Any], np.ndarray]:
     """Sorted projections of every block and the in-sample counts, one task per block.
 
     ``columns`` is the graph key of every finite row, centred and transposed.
@@ -329,7 +333,8 @@ def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     every row's ``min(L, G)``; the per-row sums of the blocks are integers
     (exact in float64), so adding them in any order gives the same bits as
     scoring the rows afresh.  On a cluster the blocks are spread over the
-    workers and stay there; only the per-row sums come back.
+    workers and stay there (unless ``keep`` is false); only the per-row sums
+    come back.
     """
     tasks = [
         delayed(BlockSorted.fit, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
@@ -338,7 +343,7 @@ def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     ]
     client = active_client()
     with phase("exact"):
-        if client is None:
+        if client is None or not keep:
             done = dask.compute(*tasks)
             blocks: list[Any] = [block for block, _ in done]
             parts = [part for _, part in done]
@@ -367,7 +372,14 @@ class Layout(NamedTuple):
 
 
 def _shard_layout(blocks: list[Any], token: str) -> Layout:
-    """Blocks kept on a cluster are read per shard, on their workers, chunks chained."""
+    """Blocks kept on a cluster are read per shard, on their workers, chunks chained.
+
+    Blocks held here are copied to every worker of a cluster (a summary too
+    small to shard): the pass's tasks then run where the row chunks are.
+    """
+    if blocks and active_client() is not None and not any(is_handle(b) for b in blocks):
+        refs = [broadcast(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
+        return Layout(refs, None, False, [None] * len(blocks))
     refs = [graph_ref(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
     if blocks and all(isinstance(b, ClusterBlock) for b in blocks):
         groups = shards([b.future for b in blocks], keep_order=False, by_thread=True)
@@ -394,7 +406,8 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
             finished.append(delayed(finish_block, pure=True)(
                 ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
     with phase("histogram"):
-        return realize(finished, n, key_name("build", token, "meta"))
+        return realize(finished, n, key_name("build", token, "meta"),
+                       keep=lay.groups is not None)
 
 
 def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
@@ -424,7 +437,8 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
                 ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
     blocks = list(blocks)
     with phase("refine"):
-        for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta")),
+        for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta"),
+                                                keep=lay.groups is not None),
                             strict=True):
             blocks[i] = block
     return blocks, 1
@@ -435,6 +449,8 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
     todo = [i for i, b in enumerate(blocks) if _has_counts(b)]
     if not todo:
         return blocks
+    if not any(isinstance(blocks[i], ClusterBlock) for i in todo):  # held here: no task
+        return [_without_counts(b) if i in todo else b for i, b in enumerate(blocks)]
     lay = _shard_layout([blocks[i] for i in todo], f"{token}.final")
     tasks = []
     for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
@@ -442,7 +458,8 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
             tasks.append(delayed(_without_counts, pure=True)(
                 ref, dask_key_name=(key_name("build", token, "final"), i)))
     blocks = list(blocks)
-    for i, block in zip(todo, realize(tasks, n, key_name("build", token, "final", "meta")),
+    for i, block in zip(todo, realize(tasks, n, key_name("build", token, "final", "meta"),
+                                                keep=lay.groups is not None),
                         strict=True):
         blocks[i] = block
     return blocks

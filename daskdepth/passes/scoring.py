@@ -1,8 +1,10 @@
 """The scoring map: depth of every row.
 
 Under a local scheduler: one task per row chunk, reading the whole summary
-(one graph key shared by reference).  On a cluster a depth summary is sharded
-by direction block (:mod:`daskdepth.runtime.shards`): each row chunk is
+(one graph key shared by reference).  On a cluster, a summary small enough
+(:func:`daskdepth.runtime.memory.shard_summary`) is copied to every worker and
+read the same way; a larger depth summary is sharded by direction block
+(:mod:`daskdepth.runtime.shards`): each row chunk is
 prepared once (centred, duplicates merged), scored by one task per shard (the
 blocks one worker holds, where they are), and the shards' partial results are
 combined per row chunk.  Every tabulated score is a multiple of 1/2 rows, so
@@ -30,7 +32,8 @@ from ..errors import nan_rows_message
 from ..runtime.client import active_client, broadcast
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.shards import graph_ref, hold, on_worker, placed, shards
+from ..runtime.memory import shard_summary
+from ..runtime.shards import ClusterBlock, graph_ref, hold, on_worker, placed, shards
 from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
@@ -74,6 +77,13 @@ def _with_blocks(summary: DepthSummary, *blocks: Any) -> DepthSummary:
     return DepthSummary(summary.location, summary.directions, list(blocks), summary.n)
 
 
+def _loaded(summary: DepthSummary) -> DepthSummary:
+    """The summary with every block in this process (blocks held elsewhere loaded)."""
+    if not any(is_handle(b) for b in summary.blocks):
+        return summary
+    return _with_blocks(summary, *[b.load() if is_handle(b) else b for b in summary.blocks])
+
+
 def _local_summary(summary: Any, token: str) -> Any:
     """The summary as one graph key; blocks held elsewhere are loaded once, by their own keys.
 
@@ -81,6 +91,8 @@ def _local_summary(summary: Any, token: str) -> Any:
     any summary on a cluster, are broadcast (:func:`daskdepth.runtime.client.broadcast`).
     """
     name = key_name("share", token)
+    if isinstance(summary, DepthSummary) and active_client() is not None:
+        return broadcast(_loaded(summary), name)
     if not isinstance(summary, DepthSummary) or active_client() is not None:
         return broadcast(summary, name)
     if not any(is_handle(b) for b in summary.blocks):
@@ -248,8 +260,13 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     if not callable(getattr(summary, "depth_and_std" if std else statistic, None)):
         raise ValueError(f"a {type(summary).__name__} has no statistic {statistic!r}"
                          + (" with standard errors" if std else ""))
+    # On a cluster, a depth summary too large to copy to every worker (or one whose
+    # fit left it sharded there) is scored where its blocks are; a smaller one is
+    # copied to every worker, and rows are scored where they are.
     sharded = (isinstance(summary, DepthSummary) and active_client() is not None
-               and bool(summary.blocks) and x.shape[0] != 0)
+               and bool(summary.blocks) and x.shape[0] != 0
+               and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
+                    or shard_summary(summary.nbytes)))
     if sharded:
         out = _score_sharded(x, summary, "std" if std else statistic, raise_nan, token)
         # Computed directly, the arrays keep their shard tasks on the shards' workers.

@@ -177,6 +177,31 @@ LEAF_FILL = 0.8
 SUMMARY_SHARE = 1 / 4
 
 
+#: Share of the smallest worker's memory limit up to which a depth summary is copied
+#: whole to every worker: its tasks then run where the row chunks are, and no row
+#: moves.  A larger summary is sharded by direction block (each worker holds its
+#: share, and the rows go to the blocks).
+REPLICATE_SHARE = 1 / 16
+
+
+def shard_summary(nbytes: int, memory: WorkerMemory | None = None) -> bool:
+    """Whether a summary of ``nbytes`` is sharded over a cluster's workers, not copied to each.
+
+    A copy on every worker costs each of them the whole summary but moves no
+    row; shards cost each worker its share, and every row chunk travels to the
+    workers that hold the blocks.  Copies win while the summary is a small
+    part of a worker's memory (:data:`REPLICATE_SHARE`).
+
+    Examples
+    --------
+    >>> one_gib = WorkerMemory(limit=2**30, nthreads=1, workers=2)
+    >>> shard_summary(10 * 2**20, one_gib), shard_summary(600 * 2**20, one_gib)
+    (False, True)
+    """
+    mem = memory or worker_memory()
+    return nbytes > REPLICATE_SHARE * mem.limit
+
+
 def leaves_per_direction(n: int, tol: float) -> int:
     """Most leaves a direction's summary holds: about ``1 / tol``, at most ``n``.
 

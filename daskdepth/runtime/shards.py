@@ -158,8 +158,13 @@ def compute_spread(client: Any, tasks: Sequence[Delayed],
 
 
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
-            finished: bool = True, place: tuple[int, int] | None = None) -> list[Any]:
+            finished: bool = True, place: tuple[int, int] | None = None,
+            keep: bool = True) -> list[Any]:
     """Compute direction blocks: here (local schedulers) or kept on the cluster.
+
+    Without ``keep``, blocks computed on a cluster come back to this process
+    (a summary small enough to be copied to every worker,
+    :func:`daskdepth.runtime.memory.shard_summary`).
 
     On a distributed client each block stays on its worker and comes back as a
     :class:`ClusterBlock` with its :class:`~daskdepth.summary.blocks.BlockMeta`
@@ -173,6 +178,8 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
     client = active_client()
     if client is None:
         return list(dask.compute(*blocks))
+    if not keep:
+        return list(client.gather(client.compute(list(blocks))))
     futures = (compute_spread(client, blocks, place) if spread
                else list(client.compute(list(blocks))))
     metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
