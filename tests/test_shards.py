@@ -287,3 +287,23 @@ def test_small_summary_is_copied_to_every_worker_not_sharded(cluster, data, quer
 def test_spread_runs():
     assert [list(r) for r in spread_runs(7, 3)] == [[0, 1, 2], [3, 4], [5, 6]]
     assert [list(r) for r in spread_runs(2, 3)] == [[0], [1]]
+
+
+def test_chained_count_adds_each_chunk_once_in_place():
+    """A chained histogram link adds its chunk into the shard's counts once, even if run again."""
+    from daskdepth.passes.leaves import _count_into
+    from daskdepth.summary.rows import prepare_rows
+
+    with dask.config.set(scheduler="threads"):
+        model = daskdepth.IRW(n_directions=4, tol=0.05, random_state=0).fit(
+            chunked(gaussian_data(20_000, 3, seed=5), 5_000))
+    block = model.summary_.blocks[0]
+    x = gaussian_data(3000, 3, seed=6)
+    rows = prepare_rows(x, model.location_, np.ones(x.shape[0], dtype=bool))
+    v = np.ascontiguousarray(model.directions_[block.j0:block.j1])
+    first = _count_into(rows, block, v, None, 0)
+    assert first.counts.sum() == 3000 * block.mb and first.upto == 0
+    again = _count_into(rows, block, v, first, 0)  # the same link run again: no change
+    assert again is first and again.counts.sum() == 3000 * block.mb
+    more = _count_into(rows, block, v, first, 1)  # the next chunk, added in place
+    assert more is first and more.counts.sum() == 2 * 3000 * block.mb and more.upto == 1

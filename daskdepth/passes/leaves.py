@@ -67,6 +67,34 @@ def _merge_counts(*parts: LeafCounts) -> LeafCounts:
     return LeafCounts.merged(list(parts))
 
 
+def _count_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, into: LeafCounts | None,
+                chunk: int) -> LeafCounts:
+    """Row chunk ``chunk`` counted into ``into`` in place (a chained histogram's link).
+
+    A chain's counts are read by its next link only, so adding in place holds one
+    copy of a shard's counts instead of two (the counts of a worker's blocks are
+    its largest object while it counts).  ``upto`` makes a link run again on the
+    same counts add its chunk once.
+    """
+    if into is None:
+        into = LeafCounts.empty(leaves.n_leaves, leaves.mb)
+    if into.upto < chunk:
+        leaves.accumulate(rows, v, into)
+        into.upto = chunk
+    return into
+
+
+class _CountLink:
+    """A chained histogram task: a row chunk counted into the shard's counts, in place."""
+
+    def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
+                 previous: tuple | None, chunk: int, *leaves: Any) -> tuple:
+        return tuple(
+            _count_into(rows, block, np.ascontiguousarray(directions[j0:j1]),
+                        None if previous is None else previous[k], chunk)
+            for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
+
+
 def _collect_chunk(rows: Rows, leaves: BlockLeaves, v: np.ndarray,
                    wanted: Wanted) -> Collected:
     # The chunk's share of the wanted values, with room for fluctuations.
@@ -145,7 +173,12 @@ def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: An
     leaves = [blocks[b].leaves for b in group]
     extras = tuple(extra[b] for b in group) if extra is not None else None
     name = key_name(verb, token)
-    if chain:
+    if chain and task.merge_fn is _merge_counts:  # counts added in place, link by link
+        result = None
+        for i, r in enumerate(rows):
+            result = delayed(_CountLink(), pure=True)(r, directions, ranges, result, i, *leaves,
+                                                      dask_key_name=(name, g, i))
+    elif chain:
         result = None
         for i, r in enumerate(rows):
             result = delayed(task, pure=True)(r, directions, ranges, result, extras, *leaves,

@@ -97,6 +97,9 @@ class LeafCounts:
 
     counts: np.ndarray
     ext: np.ndarray
+    #: The last row chunk added in place by a chained pass (-1: none), so that a
+    #: link run again on the same counts does not add its chunk twice.
+    upto: int = -1
 
     @classmethod
     def empty(cls, n_leaves: int, mb: int) -> LeafCounts:
