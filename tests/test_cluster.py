@@ -15,6 +15,7 @@ import subprocess
 import sys
 import threading
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -44,9 +45,11 @@ from daskdepth.cli.ui import UI
 from daskdepth.errors import SummaryMemoryWarning
 from daskdepth.runtime.keys import is_package_key, task_prefix
 from daskdepth.runtime.memory import (
+    SUMMARY_SHARE,
     WorkerMemory,
     directions_per_block,
     rows_per_chunk,
+    summary_bytes,
     summary_memory_message,
     worker_memory,
 )
@@ -113,8 +116,9 @@ def fresh_cluster(tmp_path: Path) -> Iterator[Callable[..., ProcessCluster]]:
     """Start a cluster for one test (which may kill its processes); always stopped."""
     started: list[ProcessCluster] = []
 
-    def start(n_workers: int) -> ProcessCluster:
-        pc = start_cluster(tmp_path / f"cluster{len(started)}", n_workers)
+    def start(n_workers: int, memory_limit: str = "1GiB") -> ProcessCluster:
+        pc = start_cluster(tmp_path / f"cluster{len(started)}", n_workers,
+                           memory_limit=memory_limit)
         started.append(pc)
         return pc
 
@@ -420,9 +424,56 @@ def test_large_summary_is_reported(monkeypatch):
     x = gaussian_data(3000, 2, seed=5)
     # In memory the summary is the sorted projections: 8 bytes per row and direction,
     # 14.4 MB for 600 directions (200 would take 4.8 MB, under a quarter of 32 MiB).
-    with pytest.warns(SummaryMemoryWarning, match="MiB on every worker"):
+    with pytest.warns(SummaryMemoryWarning, match=r"MiB \(in this process\)"):
         daskdepth.IRW(n_directions=600, tol=1e-4, random_state=0).fit(x)
     assert summary_memory_message(200, 3000, 1e-2, small) is None
+    # Sharded over 8 workers of 16 MiB, each holds an eighth: no warning; over 2, a warning
+    # that gives each worker's share.
+    assert summary_memory_message(200, 3000, 1e-4, WorkerMemory(16 * 2**20, 1, 8)) is None
+    assert "sharded over 2 workers, about" in summary_memory_message(
+        200, 3000, 1e-4, WorkerMemory(16 * 2**20, 1, 2))
+
+
+@pytest.mark.slow
+def test_summary_larger_than_a_workers_share_is_sharded(fresh_cluster):
+    """A summary of about 360 MiB on two workers of 768 MiB: each holds its share.
+
+    Whole on every worker it would take more than a quarter of a worker's memory
+    limit (the old SummaryMemoryWarning); sharded, each worker holds about half,
+    no warning is raised, and fitting and scoring run with no spill, pause or
+    restart, each worker's peak memory under the spill threshold.
+    """
+    m, tol = 3000, 1e-4
+    limit = 768 * 2**20
+    x = gaussian_data(100_000, 4, seed=31)
+    q = gaussian_data(20_000, 4, seed=32)
+    total = summary_bytes(m, x.shape[0], tol)
+    assert total > SUMMARY_SHARE * limit  # larger than one worker's share
+    pc = fresh_cluster(2, "768MiB")
+    with _client(pc, 2) as client:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", SummaryMemoryWarning)
+            model = daskdepth.IRW(n_directions=m, tol=tol, random_state=0).fit(
+                da.from_array(x, chunks=(25_000, 4)))
+        blocks = model.summary_.blocks
+        who = client.who_has([b.future for b in blocks])
+        held: dict[str, int] = {}
+        for b in blocks:
+            for w in who[b.future.key]:
+                held[w] = held.get(w, 0) + b.nbytes
+        depth = model.score_samples(da.from_array(q, chunks=(5_000, 4))).compute()
+        reports = client.run(worker_report)
+    assert model.error_bound_ <= tol
+    fitted = sum(b.nbytes for b in blocks)
+    assert fitted > SUMMARY_SHARE * limit, fitted  # the measured summary, too
+    assert len(held) == 2 and max(held.values()) < 0.6 * fitted, held
+    assert np.isfinite(depth).all() and depth.max() <= 0.5
+    print("summary (MiB):", fitted >> 20, "per worker:", [v >> 20 for v in held.values()],
+          "peak worker RSS (MiB):", [r["peak_rss"] >> 20 for r in reports.values()])
+    assert pressure_lines(pc) == []
+    for report in reports.values():
+        assert report["spilled"] == 0, reports
+        assert report["peak_rss"] < 0.7 * report["memory_limit"], reports
 
 
 @pytest.mark.slow

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import json
+import math
 import os
 import subprocess
 import sys
@@ -26,6 +27,7 @@ from daskdepth.storage.modelformat import (
     read_attributes,
     save_model,
 )
+from daskdepth.summary.blocks import is_handle
 
 
 def _data(n: int = 600, d: int = 3, seed: int = 0) -> np.ndarray:
@@ -46,6 +48,8 @@ def _assert_same_state(a, b) -> None:
 
 
 def _assert_equal(x, y, where: str) -> None:
+    if is_handle(y) and not is_handle(x):  # a loaded model reads its blocks when needed
+        y = y.load()
     if isinstance(x, np.ndarray):
         assert isinstance(y, np.ndarray) and x.dtype == y.dtype, where
         np.testing.assert_array_equal(x, y, err_msg=where)
@@ -241,7 +245,8 @@ def test_load_missing_and_foreign(tmp_path):
 
 def test_newer_format_version_is_refused(saved):
     _set_doc(saved, lambda d: d.update(format_version=FORMAT_VERSION + 1))
-    with pytest.raises(ModelFormatError, match=r"format version 2.*upgrade daskdepth"):
+    with pytest.raises(ModelFormatError,
+                       match=rf"format version {FORMAT_VERSION + 1}.*upgrade daskdepth"):
         daskdepth.load(saved)
 
 
@@ -337,8 +342,38 @@ def test_loading_never_writes(saved):
 BLOCKS = "state/summary_/blocks"
 
 
-def _column(doc, name):
-    return doc["state"]["summary_"]["fields"]["blocks"]["table"]["columns"][name]
+def _blocks_node(doc):
+    return doc["state"]["summary_"]["fields"]["blocks"]["blocks"]
+
+
+def _set_block_field(path, field: str, edit) -> None:
+    """Rewrite the array ``field`` of every stored direction block with ``edit(values)``.
+
+    As a crafted file would: within the blocks' bytes (same size), with the
+    blocks' SHA-256, the block data's manifest entry and the document's
+    checksum recomputed.
+    """
+    group = zarr.open_group(str(path), mode="r+")
+    doc = dict(group.attrs)[ATTR]
+    node = _blocks_node(doc)
+    with zarr.config.set({"array.write_empty_chunks": True}):
+        data = zarr.open_array(str(path / node["data"]), mode="r+")
+        raw = np.asarray(data[...]).copy()
+        for item in node["items"]:
+            spec = item["fields"][field]
+            dtype, shape = np.dtype(spec["dtype"]), spec["shape"]
+            start = item["offset"] + spec["offset"]
+            stop = start + math.prod(shape) * dtype.itemsize
+            new = np.ascontiguousarray(edit(raw[start:stop].view(dtype).reshape(shape).copy()),
+                                       dtype=dtype)
+            assert new.shape == tuple(shape)
+            raw[start:stop] = new.view(np.uint8).ravel()
+            block = raw[item["offset"]:item["offset"] + item["nbytes"]]
+            item["sha256"] = hashlib.sha256(block.tobytes()).hexdigest()
+        data[...] = raw
+    doc["arrays"][node["data"]]["sha256"] = hashlib.sha256(raw.tobytes()).hexdigest()
+    doc["checksum"] = document_checksum(doc)
+    group.attrs[ATTR] = doc
 
 
 def test_careless_edits_are_caught_by_the_checksum(saved):
@@ -352,29 +387,74 @@ def test_careless_edits_are_caught_by_the_checksum(saved):
 def test_guide_size_edit_is_refused(saved):
     """Editing the guide-table size (a JSON integer) made scoring read out of bounds."""
     def mutate(doc):
-        _column(doc, "g")["values"] = [g * 1000 for g in _column(doc, "g")["values"]]
+        for item in _blocks_node(doc)["items"]:
+            item["fields"]["g"] *= 1000
 
     _set_doc(saved, mutate)
-    with pytest.raises(ModelFormatError, match=r"block 0: .*guide grid .*does not match"):
+    model = daskdepth.load(saved)  # blocks are read, and validated, when scoring needs them
+    with pytest.raises(ModelFormatError, match=r"block \d+: .*guide grid .*does not match"):
+        model.score_samples(_data(50))
+
+
+@pytest.mark.parametrize(("field", "edit", "message"), [
+    ("table", lambda t: t + 60_000, "guide grid"),
+    ("table", lambda t: np.zeros_like(t), "guide grid"),
+    ("keys", lambda k: np.where(np.isinf(k), 1e300, k), "padding"),
+    ("keys", lambda k: k[::-1].copy(), "padding|not increasing"),
+    ("cptr", lambda c: c * 3, "cptr|keys has shape"),
+    ("cptr", lambda c: -c, "cptr must start at 0 and never decrease"),
+    ("g_scale", lambda s: s * np.nan, "guide grid"),
+    ("g_log", lambda s: s + 1, "guide grid"),
+    ("lut", lambda t: t * np.float32(1e31), "tabulated scores"),
+    ("lut", lambda t: t * 2, "not those of any leaf counts adding up to the 600 rows"),
+    ("lut", lambda t: -t, "not those of any leaf counts"),
+    ("worst", lambda w: w + 1, "tabulated scores"),
+])
+def test_crafted_block_arrays_with_recomputed_checksums_are_refused(saved, field, edit,
+                                                                     message):
+    """A fitted block holds no leaf counts: ``lut`` must be what some counts give."""
+    _set_block_field(saved, field, edit)
+    model = daskdepth.load(saved)  # blocks are read, and validated, when scoring needs them
+    with pytest.raises(ModelFormatError, match=rf"block \d+: .*({message})"):
+        model.score_samples(_data(50))
+    with pytest.raises(ModelFormatError, match=message):
+        model.summary_.blocks[0].load()
+
+
+def test_crafted_arrays_with_recomputed_checksums_are_refused(saved):
+    _set_array(saved, "state/sample_depth", lambda s: s + 5)
+    with pytest.raises(ModelFormatError, match="outside"):
         daskdepth.load(saved)
 
 
-@pytest.mark.parametrize(("apath", "edit", "message"), [
-    (f"{BLOCKS}/table", lambda t: t + 60_000, "guide grid"),
-    (f"{BLOCKS}/table", lambda t: np.zeros_like(t), "guide grid"),
-    (f"{BLOCKS}/keys", lambda k: np.where(np.isinf(k), 1e300, k), "padding"),
-    (f"{BLOCKS}/keys", lambda k: k[::-1].copy(), "padding|not increasing"),
-    (f"{BLOCKS}/cptr", lambda c: c * 3, "cptr|keys has shape"),
-    (f"{BLOCKS}/cptr", lambda c: -c, "cptr must start at 0 and never decrease"),
-    (f"{BLOCKS}/g_scale", lambda s: s * np.nan, "guide grid"),
-    (f"{BLOCKS}/lut", lambda t: t * np.float32(1e31), "tabulated scores"),
-    (f"{BLOCKS}/worst", lambda w: w + 1, "tabulated scores"),
-    (f"{BLOCKS}/counts", lambda c: c * 2, "add up to"),
-    (f"{BLOCKS}/counts", lambda c: -c, "non-negative"),
-    ("state/sample_depth", lambda s: s + 5, "outside"),
-])
-def test_crafted_arrays_with_recomputed_checksums_are_refused(saved, apath, edit, message):
-    _set_array(saved, apath, edit)
+def test_stored_error_bounds_must_be_the_blocks(saved):
+    """Error bounds edited with error_bound_ pass loading, and are refused when a block is read."""
+    path = f"{BLOCKS}/errors"
+    _set_array(saved, path, lambda e: e / 2)
+    with pytest.raises(ModelFormatError, match="not the bound the summary certifies"):
+        daskdepth.load(saved)
+
+    def halve(doc):
+        doc["state"]["error_bound_"] /= 2
+    _set_doc(saved, halve)
+    model = daskdepth.load(saved)
+    with pytest.raises(ModelFormatError, match=r"block \d+ does not have the directions or erro"):
+        model.score_samples(_data(50))
+
+
+def _beyond(doc):
+    _blocks_node(doc)["items"][0]["nbytes"] += 10**9
+
+
+def _wide(doc):
+    _blocks_node(doc)["items"][0]["fields"]["keys"]["shape"] = [10**9]
+
+
+@pytest.mark.parametrize(("mutate", "message"), [(_beyond, "beyond the end"),
+                                                 (_wide, "within the block's bytes")])
+def test_block_places_are_checked_before_reading(saved, mutate, message):
+    """Byte ranges and array places beyond the block data are refused at load time."""
+    _set_doc(saved, mutate)
     with pytest.raises(ModelFormatError, match=message):
         daskdepth.load(saved)
 
@@ -383,9 +463,9 @@ def test_crafted_arrays_with_recomputed_checksums_are_refused(saved, apath, edit
     (lambda d: d["state"].update(offset_=0.45), "offset_ 0.45 is not the contamination"),
     (lambda d: d["state"].update(offset_={"kind": "float", "value": "nan"}),
      "offset_ is nan, not a number"),
-    (lambda d: d["state"]["summary_"]["fields"].update(n=1200), "add up to 600"),
+    (lambda d: d["state"]["summary_"]["fields"].update(n=1200), "stored for 600 rows"),
     (lambda d: (d["state"]["summary_"]["fields"].update(n=1200),
-                d["state"].update(n_samples_fit_=1200)), "add up to 600"),
+                d["state"].update(n_samples_fit_=1200)), "stored for 600 rows"),
     (lambda d: d["state"].update(n_samples_fit_=-5), "n_samples_fit_ is -5"),
     (lambda d: d["state"]["summary_"]["fields"].update(n=0), "n is 0"),
     (lambda d: d["params"].update(tol=-1), "parameter is invalid.*tol"),
@@ -478,17 +558,17 @@ def test_crafted_sorted_values_are_refused(tmp_path, edit, message):
     model = daskdepth.AIIRW(n_directions=40, random_state=0).fit(_data())
     assert model.error_bound_ == 0  # the sorted-projections summary
     saved = model.save(tmp_path / "m.zarr")
-    apath = f"{BLOCKS}/values"
-    _set_array(saved, apath, edit)
+    _set_block_field(saved, "values", edit)
+    loaded = daskdepth.load(saved)
     with pytest.raises(ModelFormatError, match=message):
-        daskdepth.load(saved)
+        loaded.score_samples(_data(50))
 
 
 def test_missing_chunks_are_refused(saved):
-    chunks = sorted(p for p in (saved / BLOCKS / "keys").rglob("*")
+    chunks = sorted(p for p in (saved / BLOCKS / "data").rglob("*")
                     if p.is_file() and p.name != "zarr.json")
     chunks[0].unlink()
-    with pytest.raises(ModelFormatError, match=r"1 of \d+ chunks of array .*keys.* missing"):
+    with pytest.raises(ModelFormatError, match=r"1 of \d+ chunks of array .*data.* missing"):
         daskdepth.load(saved)
 
 

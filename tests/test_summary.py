@@ -12,9 +12,9 @@ from hypothesis import strategies as st
 from oracle import exact_depth_of_model
 
 import daskdepth
-from daskdepth.fitting.summaries import leaf_cap, refine_plan
+from daskdepth.fitting.summaries import leaf_cap, refine_plan, wanted_leaves
 from daskdepth.kernels.leaves import plan_cuts
-from daskdepth.kernels.routing import Projection, count_block, log_cell
+from daskdepth.kernels.routing import Projection, count_block, log_cell, project
 from daskdepth.summary.leaves import BlockLeaves, LeafCounts
 
 
@@ -145,10 +145,24 @@ def test_error_bound_is_mean_of_each_directions_worst_leaf():
     x = tie_data(80_000, 3, seed=2)
     model = daskdepth.IRW(n_directions=40, tol=1e-3, random_state=0).fit(x)
     assert model.n_passes_ >= 1
+    n = model.n_samples_fit_
     per_dir = []
     for b in model.summary_.blocks:
-        err = np.where(b.atoms, 0.0, b.counts / (2 * model.n_samples_fit_))
-        per_dir += [err[b.lptr[j]:b.lptr[j + 1]].max() for j in range(b.mb)]
+        # The rows of every leaf, counted here from the data and the fitted keys
+        # (the fitted blocks keep no counts): a leaf holds the values p with
+        # key[k-1] <= p < key[k], projected as the kernels project.
+        proj = project(np.ascontiguousarray(x - model.location_),
+                       np.ascontiguousarray(model.directions_[b.j0:b.j1]))
+        cuts, atoms = b.cuts, b.atoms
+        worst = []
+        for j in range(b.mb):
+            keys = cuts[b.cptr[j]:b.cptr[j + 1]]
+            counts = np.bincount(np.searchsorted(keys, proj[j], side="right"),
+                                 minlength=keys.size + 1)
+            light = np.where(atoms[b.lptr[j]:b.lptr[j + 1]], 0, counts)
+            worst.append(light.max())
+        np.testing.assert_array_equal(b.direction_errors(n), np.array(worst) / (2.0 * n))
+        per_dir += [w / (2 * n) for w in worst]
     assert model.error_bound_ == pytest.approx(np.mean(per_dir), rel=1e-12)
     assert model.error_bound_ <= 1e-3
     q = x[:3000]
@@ -175,9 +189,13 @@ def test_refine_plan_splits_only_the_directions_needed():
     # Four directions at the limit, one at 3x: the mean is over tol, and
     # splitting the worst direction alone brings it back.
     trees = [_finished([ok, ok, 3 * ok], n, cap), _finished([ok, ok], n, cap)]
-    wanted = refine_plan(trees, n, tol)
-    assert wanted[0].tolist() == [False, False, False, False, True, False]
-    assert not wanted[1].any()
+    picks = refine_plan(trees, n, tol)
+    assert picks[0].tolist() == [False, False, True]
+    assert not picks[1].any()
+    # The leaves collected: the heavy one of the picked direction only.
+    wanted = wanted_leaves(trees[0], picks[0], n, tol)
+    assert wanted.mask.tolist() == [False, False, False, False, True, False]
+    assert wanted.rows == round(3 * ok * 2 * n) and wanted.n == n
     # Nothing to do when the mean already meets tol.
     trees = [_finished([ok / 2, ok / 2, 1.4 * ok], n, cap)]
     assert not refine_plan(trees, n, tol)[0].any()

@@ -35,7 +35,14 @@ import dask.threaded
 from dask.callbacks import Callback
 from distributed import Client, LocalCluster
 
-from ..runtime.client import LOCAL_SCHEDULERS, key_names, listen_to_phases, phase, running_tasks
+from ..runtime.client import (
+    LOCAL_SCHEDULERS,
+    keep_placement,
+    key_names,
+    listen_to_phases,
+    phase,
+    running_tasks,
+)
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
 from .ui import UI, clear_line, progress_line
 
@@ -303,7 +310,8 @@ class Runner:
                 return dask.compute(collection)[0]
             many = isinstance(collection, (tuple, list))
             parts = list(collection) if many else [collection]
-            futures = self.client.compute(parts)
+            with keep_placement():  # the scoring's shard tasks stay on their workers
+                futures = self.client.compute(parts)
             try:
                 results = self.client.gather(futures)
             except BaseException:

@@ -16,6 +16,7 @@ from sklearn.utils.validation import check_is_fitted
 from ..fitting.fit import SAMPLE_SIZE, fit_depth
 from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
+from ..runtime.client import keep_placement
 from ..runtime.keys import key_name
 from ..storage.modelformat import save_model
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
@@ -219,8 +220,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         depth, std = self._score(data, std=True)
         if data.kind == "numpy" or (data.kind == "xarray" and data.original.chunks is None):
             # one computation for both (wrapping each would score the rows twice)
-            depth, std = (da.from_array(a, chunks=depth.chunks)
-                          for a in dask.compute(depth, std))
+            with keep_placement():
+                computed = dask.compute(depth, std)
+            depth, std = (da.from_array(a, chunks=depth.chunks) for a in computed)
         return data.wrap(depth), data.wrap(std, name="depth_std")
 
     def decision_function(self, X: Any) -> Any:
@@ -247,11 +249,13 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         data = self._fit(X)
         depth = self._score(data)
         if data.kind == "numpy" or (data.kind == "xarray" and data.original.chunks is None):
-            values = np.asarray(depth.compute())
+            with keep_placement():
+                values = np.asarray(depth.compute())
             self.offset_ = float(np.nanpercentile(values, 100 * self.contamination))
             out = da.from_array(values, chunks=depth.chunks)
         else:
-            out = depth.persist()
+            with keep_placement():
+                out = depth.persist()
             sample = out.map_blocks(_offset_sample, SAMPLE_SIZE / max(1, out.shape[0]),
                                     dtype=np.float64, chunks=((np.nan,) * out.numblocks[0],))
             self.offset_ = float(np.nanpercentile(sample.compute(), 100 * self.contamination))

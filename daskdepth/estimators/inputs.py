@@ -29,6 +29,7 @@ import xarray as xr
 from dask.base import tokenize
 
 from ..errors import nan_rows_message
+from ..runtime.client import keep_placement
 from ..runtime.keys import key_name
 from ..runtime.memory import row_chunk
 
@@ -70,7 +71,8 @@ class Input:
         if self.kind == "dask":
             return depth
         if self.kind == "numpy":
-            return np.asarray(depth.compute())
+            with keep_placement():
+                return np.asarray(depth.compute())
         if self.kind == "dask-dataframe":
             # Imported here: dask.dataframe (and pandas' extension types) loads only for
             # DataFrame input.
@@ -79,7 +81,11 @@ class Input:
             return dd.from_dask_array(depth, index=self.original.index).rename(name)
         xa = self.original
         dim = xa.dims[0]
-        data = depth if xa.chunks is not None else np.asarray(depth.compute())
+        if xa.chunks is not None:
+            data = depth
+        else:
+            with keep_placement():
+                data = np.asarray(depth.compute())
         coords = {k: c for k, c in xa.coords.items() if set(c.dims) <= {dim}}
         return xr.DataArray(data, dims=(dim,), coords=coords, name=name)
 

@@ -22,19 +22,24 @@ from ..kernels.frame import FrameReport
 from ..kernels.whitening import whitening
 from ..passes.moments import ChunkMoments, moments_pass
 from ..passes.scoring import score_array
-from ..runtime.client import phase
+from ..runtime.client import active_client, keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
+    directions_per_wave,
+    free_worker_memory,
+    largest_summary_bytes,
     plan_memory_message,
     prefer_sorted,
     row_chunk,
+    shard_summary,
+    sorted_summary_bytes,
     summary_memory_message,
 )
 from ..summary.depth import DepthSummary
 from .frame import frame_message, invariant_basis
-from .summaries import FitInfo, build_summary
+from .summaries import FitInfo, build_summary, pilot_bytes_per_direction
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot leaves and
 #: for ``offset_``: the contamination quantile of 65,536 depths is within about
@@ -145,15 +150,25 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     else:
         m = n_directions if n_directions is not None else 100 * d
     directions = draw_directions(rng, m, d, w)
-    # Tasks hold a row chunk, or (pilot) the row sample, with one block's projections.
-    block = directions_per_block(d, max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0]))
     exact = mom.sample.shape[0] == mom.n and prefer_sorted(m, mom.n, tol)
+    # Tasks hold a row chunk with one block's projections; the exact phase holds every
+    # row with its block's projections, sorted (pilot tasks project one direction at a
+    # time, so the row sample does not bound the leaves' blocks).
+    held = max(max(x.chunks[0], default=1), 2 * mom.sample.shape[0] if exact else 1)
+    block = directions_per_block(d, held)
     too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
         warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
-    summary, info = build_summary(x, location, directions, mom.sample, mom.n, tol, token,
-                                  block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact,
-                                  statistic=statistic)
+    pilot_bytes = pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0])
+    # On a cluster, a summary that is a small part of a worker's memory at its largest
+    # (while fitted) is copied to every worker; a larger one is sharded over them.
+    shard = active_client() is not None and shard_summary(
+        sorted_summary_bytes(m, mom.n) if exact else largest_summary_bytes(m, mom.n, tol))
+    summary, info = build_summary(
+        x, location, directions, mom.sample, mom.n, tol, token,
+        block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact, statistic=statistic,
+        wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()),
+        shard=shard)
     # The in-sample totals the exact path counts are sums over directions (the mean).
     if info.in_sample is not None and statistic == "depth":
         in_sample = summary.depth_of_totals(info.in_sample)
@@ -268,6 +283,9 @@ def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
     sample = _offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("cut", token))
-    with phase("offset"):
+    with phase("offset"), keep_placement(), warnings.catch_warnings():
+        # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
+        # the graph on purpose, once; distributed warns about any graph over 10 MB.
+        warnings.filterwarnings("ignore", message="Sending large graph")
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()

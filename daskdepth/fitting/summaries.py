@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import operator
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
@@ -14,9 +17,20 @@ from ..errors import ToleranceWarning
 from ..kernels.leaves import plan_cuts
 from ..kernels.routing import project_columns
 from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogram_graph
-from ..runtime.client import broadcast, phase
+from ..runtime.client import active_client, broadcast, phase
 from ..runtime.keys import key_name
-from ..runtime.memory import MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.shards import (
+    ClusterBlock,
+    Shard,
+    compute_spread,
+    graph_ref,
+    on_worker,
+    realize,
+    shards,
+    share,
+)
+from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary, statistic_bound
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
@@ -90,23 +104,58 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     return planned.finished(LeafCounts(np.concatenate(counts), ext), cap)
 
 
-def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int) -> BlockLeaves:
-    """Coalesce light neighbouring leaves, then tabulate the scores from exact counts."""
-    return leaves.finished(counts, cap)
+def _pilot_task(columns: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
+                tol: float) -> BlockLeaves:
+    # The sample is shared transposed (features x rows, C order): its transpose is
+    # the row view pilot_leaves takes, which it projects without a copy.
+    block = pilot_leaves(columns.T, v, j0, j1, n, tol)
+    if isinstance(block, BlockLeaves) and block.lut is not None:  # exact: fitted
+        return block.without_counts()
+    return block
 
 
-def split_block(leaves: BlockLeaves, collected: Collected, cap: int) -> BlockLeaves:
-    """Split the collected leaves of finished leaves exactly and finish again."""
+def _checked(block: BlockLeaves, n: int) -> BlockLeaves:
+    total = int(block.counts.sum(dtype=np.float64))
+    if total != n * block.mb:  # pragma: no cover - internal consistency check
+        raise RuntimeError(
+            f"daskdepth internal error: a direction block summarises {total} values, "
+            f"expected {n * block.mb}; please report this with the input's shape and chunks"
+        )
+    return block
+
+
+def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int) -> BlockLeaves:
+    """Coalesce light neighbouring leaves, then tabulate the scores from exact counts.
+
+    The leaf counts are kept only when a direction still has a leaf heavier
+    than ``cap`` (the refinement may split it); otherwise the block is final.
+    """
+    out = _checked(leaves.finished(counts, cap), n)
+    return out if out.heavy(cap) else out.without_counts()
+
+
+def split_block(leaves: BlockLeaves, collected: Collected, cap: int, n: int) -> BlockLeaves:
+    """Split the collected leaves of finished leaves exactly and finish again (final)."""
     counts = leaves.leaf_counts
     if collected.leaf.size:
         leaves, counts = leaves.split(collected.leaf, collected.value, weights=collected.weight,
                                       target=cap, leaf_counts=counts)
-    return leaves.finished(counts, cap)
+    return _checked(leaves.finished(counts, cap), n).without_counts()
 
 
-def refine_plan(blocks: list[BlockLeaves], n: int, tol: float,
+def _without_counts(block: BlockLeaves) -> BlockLeaves:
+    return block.without_counts()
+
+
+def _has_counts(block: Any) -> bool:
+    if is_handle(block):
+        return block.meta is not None and block.meta.values != -1
+    return getattr(block, "counts", None) is not None
+
+
+def refine_plan(blocks: list[Any], n: int, tol: float,
                 statistic: str = "depth") -> list[np.ndarray]:
-    """Per block, the leaves to split exactly so that the error bound meets ``tol``.
+    """Per block, the directions whose heavy leaves to split so that the bound meets ``tol``.
 
     The bound of the scored ``statistic`` (:func:`daskdepth.summary.depth.statistic_bound`)
     is the mean over directions of each direction's worst leaf for the depth,
@@ -115,6 +164,8 @@ def refine_plan(blocks: list[BlockLeaves], n: int, tol: float,
     error, so only the directions with the worst leaves need splitting: the
     fewest that bring the bound (computed as :meth:`DepthSummary.error_bound`
     does) down to ``tol`` (for the minimum, every direction above ``tol``).
+    Reads only the blocks' error bounds (metadata for blocks kept on a cluster);
+    :func:`wanted_leaves` then picks the leaves of a picked direction.
     """
     cap = leaf_cap(n, tol)
     flat = np.concatenate([b.direction_errors(n) for b in blocks])
@@ -136,14 +187,18 @@ def refine_plan(blocks: list[BlockLeaves], n: int, tol: float,
             lo = mid + 1
     chosen = np.zeros(flat.size, dtype=bool)
     chosen[order[:lo]] = True
-    wanted = []
+    picks = []
     start = 0
     for b in blocks:
-        pick = chosen[start:start + b.mb]
+        picks.append(chosen[start:start + b.mb])
         start += b.mb
-        wanted.append(b.loose_leaves(cap) & pick[b.leaf_dir] if pick.any()
-                      else np.zeros(b.n_leaves, dtype=bool))
-    return wanted
+    return picks
+
+
+def wanted_leaves(block: BlockLeaves, pick: np.ndarray, n: int, tol: float) -> Wanted:
+    """The leaves of ``block`` to split: too heavy for ``tol``, in the picked directions."""
+    mask = block.loose_leaves(leaf_cap(n, tol)) & pick[block.leaf_dir]
+    return Wanted(mask, int(block.counts[mask].sum(dtype=np.float64)), n)
 
 
 def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
@@ -151,11 +206,48 @@ def direction_blocks(m: int, block_size: int) -> list[tuple[int, int]]:
     return [(j0, min(m, j0 + block_size)) for j0 in range(0, m, block_size)]
 
 
+def pilot_bytes_per_direction(n: int, tol: float, sample_rows: int) -> int:
+    """Approximate bytes of one direction's pilot leaves (keys and guide grid).
+
+    Pilot leaves hold about ``PILOT_GUARD`` times the leaf limit, so about
+    ``n / (PILOT_GUARD * cap)`` of them (at most one per sampled row).
+    """
+    cap = max(1, leaf_cap(n, tol))
+    leaves = min(sample_rows, int(np.ceil(n / (PILOT_GUARD * cap)))) + 2
+    return int(leaves * BYTES_PER_PILOT_LEAF)
+
+
+def next_wave(ranges: list[tuple[int, int]], wave_directions: int) -> int:
+    """How many of the blocks ``ranges`` form the next wave (at least one).
+
+    Examples
+    --------
+    >>> next_wave([(0, 32), (32, 64), (64, 70)], 64), next_wave([(0, 32), (32, 64)], 10)
+    (2, 1)
+    """
+    size, k = 0, 0
+    for j0, j1 in ranges:
+        if k and size + (j1 - j0) > wave_directions:
+            break
+        size += j1 - j0
+        k += 1
+    return k
+
+
+class Shared(NamedTuple):
+    """Graph keys read by many tasks of a fit: the centred sample (transposed), the directions."""
+
+    columns: Any
+    directions: Any
+
+
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
                   block_size: int = MAX_DIRECTIONS_PER_BLOCK,
                   exact: bool = False,
-                  statistic: str = "depth") -> tuple[DepthSummary, FitInfo]:
+                  statistic: str = "depth",
+                  wave_directions: Callable[[], int] | None = None,
+                  shard: bool = True) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
@@ -163,122 +255,219 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     each direction's sorted projections, which also give the in-sample depths
     (:func:`exact_phase`), otherwise leaves planned exactly from the rows
     (:func:`pilot_phase`).  Otherwise one histogram pass counts every leaf
-    exactly (:func:`histogram_phase`).  When leaves too heavy for ``tol``
+    exactly (:func:`histogram_phase`), for at most ``wave_directions()``
+    directions at a time (asked before each wave: each wave of blocks is
+    planned, counted and finished before the next is planned, which bounds
+    the memory of the pilot leaves).  When leaves too heavy for ``tol``
     remain (sampling noise, values missing from the sample), a refinement pass
     collects their values and splits them exactly on the workers, only in the
     directions that need it (:func:`refine_phase`) for the bound of ``statistic``
     (the mean over directions, ``'depth'``, or their minimum, ``'min_depth'``).
+
+    With a distributed client and ``shard``, the blocks stay on the workers
+    (:class:`daskdepth.runtime.shards.ClusterBlock`) and the client only gets
+    their metadata; without ``shard`` (a summary small enough to copy to every
+    worker, :func:`daskdepth.runtime.memory.shard_summary`) they come back here
+    and each pass copies them to every worker, as the fitted model's scoring does.
     """
     ranges = direction_blocks(directions.shape[0], block_size)
+    columns = share(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     if exact and sample.shape[0] == n:
-        sorted_blocks, in_sample = exact_phase(sample, location, directions, ranges, token)
+        sorted_blocks, in_sample = exact_phase(columns, directions, ranges, n, token, keep=shard)
         return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)
-    blocks = pilot_phase(sample, location, directions, ranges, n, tol, token)
     if sample.shape[0] == n:
+        blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True,
+                             keep=shard)
         return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
-    blocks = histogram_phase(x, location, directions, blocks, n, tol, token)
-    blocks, refined = refine_phase(x, location, directions, blocks, n, tol, token, statistic)
+    shared = Shared(columns, share(directions, key_name("share", token, "directions")))
+    blocks = []
+    w = 0
+    while len(blocks) < len(ranges):
+        rest = ranges[len(blocks):]
+        wave = rest[:next_wave(rest, wave_directions() if wave_directions else len(ranges)
+                               * block_size)]
+        wave_token = f"{token}.{w}" if w else token
+        pilots = pilot_phase(columns, directions, wave, n, tol, wave_token,
+                             place=(len(blocks), len(ranges)), keep=shard)
+        blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
+        del pilots  # the pilot leaves of this wave are released before the next is planned
+        w += 1
+    blocks, refined = refine_phase(x, location, shared, blocks, n, tol, token, statistic)
+    blocks = final_blocks(blocks, n, token)
     return (assemble_summary(location, directions, blocks, n, tol, statistic),
             FitInfo(1 + refined))
 
 
-def pilot_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
-                ranges: list[tuple[int, int]], n: int, tol: float,
-                token: str) -> list[BlockLeaves]:
-    """Leaves of every block planned from the row sample, one task per block."""
-    sample_ref = broadcast(np.ascontiguousarray(sample - location), key_name("pick", token))
+def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
+                n: int, tol: float, token: str, exact: bool = False,
+                place: tuple[int, int] | None = None, keep: bool = True) -> list[Any]:
+    """Leaves of every block planned from the row sample, one task per block.
+
+    ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
+    the sample is all the rows, and the leaves come back finished.  On a
+    cluster the blocks are spread over the workers in contiguous runs and stay
+    there; ``place`` is ``(first, total)`` for a wave of blocks ``first ..`` of
+    ``total``, spread as if all were planned at once (even shares per worker).
+    Without ``keep`` they come back here (:func:`~daskdepth.runtime.shards.realize`).
+    """
     pilots = [
-        delayed(pilot_leaves, pure=True)(sample_ref, np.ascontiguousarray(directions[j0:j1]),
-                                         j0, j1, n, tol,
-                                         dask_key_name=(key_name("pilot", token), b))
+        delayed(_pilot_task, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
+                                        j0, j1, n, tol,
+                                        dask_key_name=(key_name("pilot", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
     # The pilot keys are computed first: histogram tasks that waited for them
     # would let the workers load row chunks faster than they are consumed, and
     # hold all of them (memory growing with n) until the keys were ready.
     with phase("pilot"):
-        return list(dask.compute(*pilots))
+        return realize(pilots, n, key_name("bin", token, "meta"), spread=True,
+                       finished=exact, place=place, keep=keep)
 
 
-def exact_phase(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
-                ranges: list[tuple[int, int]],
-                token: str) -> tuple[list[BlockSorted], np.ndarray]:
+def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]], n: int,
+                token: str, keep: bool = True) -> tuple[list[Any], np.ndarray]:
     """Sorted projections of every block and the in-sample counts, one task per block.
 
-    ``sample`` is every finite row.  Each task projects the rows on its
-    directions once, sorts them and counts every row's ``min(L, G)``; the
-    per-row sums of the blocks are integers (exact in float64), so adding them
-    in any order gives the same bits as scoring the rows afresh.
+    ``columns`` is the graph key of every finite row, centred and transposed.
+    Each task projects the rows on its directions once, sorts them and counts
+    every row's ``min(L, G)``; the per-row sums of the blocks are integers
+    (exact in float64), so adding them in any order gives the same bits as
+    scoring the rows afresh.  On a cluster the blocks are spread over the
+    workers and stay there (unless ``keep`` is false); only the per-row sums
+    come back.
     """
-    columns = broadcast(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     tasks = [
         delayed(BlockSorted.fit, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
                                             j0, j1, dask_key_name=(key_name("sort", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
+    client = active_client()
     with phase("exact"):
-        done = dask.compute(*tasks)
-    in_sample = np.zeros(sample.shape[0])
-    for _, part in done:
+        if client is None or not keep:
+            done = dask.compute(*tasks)
+            blocks: list[Any] = [block for block, _ in done]
+            parts = [part for _, part in done]
+        else:
+            fitted = compute_spread(client, tasks)
+            blocks = realize([delayed(operator.getitem, pure=True)(
+                f, 0, dask_key_name=(key_name("sort", token, "block"), b))
+                for b, f in enumerate(fitted)], n, key_name("sort", token, "meta"))
+            parts = dask.compute(*[delayed(operator.getitem, pure=True)(
+                f, 1, dask_key_name=(key_name("sort", token, "rows"), b))
+                for b, f in enumerate(fitted)])
+            del fitted  # the blocks stay on the workers; their tuples are released
+    in_sample = np.zeros(n)
+    for part in parts:
         in_sample += part
-    return [block for block, _ in done], in_sample
+    return blocks, in_sample
 
 
-def histogram_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                    blocks: list[BlockLeaves], n: int, tol: float,
-                    token: str) -> list[BlockLeaves]:
+class Layout(NamedTuple):
+    """How a pass reads blocks: their graph references, shards, chaining, workers."""
+
+    refs: list[Any]
+    groups: list[Shard] | None
+    chain: bool
+    workers: list[str | None]
+
+
+def _shard_layout(blocks: list[Any], token: str) -> Layout:
+    """Blocks kept on a cluster are read per shard, on their workers, chunks chained.
+
+    Blocks held here are copied to every worker of a cluster (a summary too
+    small to shard): the pass's tasks then run where the row chunks are.
+    """
+    if blocks and active_client() is not None and not any(is_handle(b) for b in blocks):
+        refs = [broadcast(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
+        return Layout(refs, None, False, [None] * len(blocks))
+    refs = [graph_ref(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
+    if blocks and all(isinstance(b, ClusterBlock) for b in blocks):
+        groups = shards([b.future for b in blocks], keep_order=False, by_thread=True)
+        workers: list[str | None] = [None] * len(blocks)
+        for shard in groups:
+            for i in shard.blocks:
+                workers[i] = shard.worker
+        return Layout(refs, groups, True, workers)
+    return Layout(refs, None, False, [None] * len(blocks))
+
+
+def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
+                    n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves."""
-    refs = [broadcast(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
-    outs = histogram_graph(x, location, directions,
-                           [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, refs, strict=True)],
-                           token=token)
+    lay = _shard_layout(blocks, token)
+    outs = histogram_graph(x, location, shared.directions,
+                           [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
+                                                                     strict=True)],
+                           token=token, groups=lay.groups, chain=lay.chain)
     cap = leaf_cap(n, tol)
-    finished = [
-        delayed(finish_block, pure=True)(ref, out, cap,
-                                         dask_key_name=(key_name("build", token), i))
-        for i, (ref, out) in enumerate(zip(refs, outs, strict=True))
-    ]
+    finished = []
+    for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
+        with on_worker(lay.workers[i]):
+            finished.append(delayed(finish_block, pure=True)(
+                ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
     with phase("histogram"):
-        return list(dask.compute(*finished))
+        return realize(finished, n, key_name("build", token, "meta"),
+                       keep=lay.groups is not None)
 
 
-def refine_phase(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                 blocks: list[BlockLeaves], n: int, tol: float, token: str,
-                 statistic: str = "depth") -> tuple[list[BlockLeaves], int]:
+def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
+                 n: int, tol: float, token: str,
+                 statistic: str = "depth") -> tuple[list[Any], int]:
     """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``."""
-    wanted = refine_plan(blocks, n, tol, statistic)
-    todo = [i for i, w in enumerate(wanted) if w.any()]
+    picks = refine_plan(blocks, n, tol, statistic)
+    todo = [i for i, p in enumerate(picks) if p.any()]
     if not todo:
         return blocks, 0
     cap = leaf_cap(n, tol)
-    refs = [broadcast(blocks[i], key_name("bin", token, "refine", i)) for i in todo]
+    chosen = [blocks[i] for i in todo]
+    lay = _shard_layout(chosen, f"{token}.refine")
+    wanted = []
+    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
+        with on_worker(lay.workers[k]):
+            wanted.append(delayed(wanted_leaves, pure=True)(
+                ref, picks[i], n, tol, dask_key_name=(key_name("hone", token, "wanted"), i)))
     outs = collect_graph(
-        x, location, directions,
-        [BlockTask(blocks[i].j0, blocks[i].j1, r) for i, r in zip(todo, refs, strict=True)],
-        [Wanted(wanted[i], int(blocks[i].counts[wanted[i]].sum(dtype=np.float64)), n)
-         for i in todo],
-        token=token)
-    refined = [
-        delayed(split_block, pure=True)(ref, out, cap, dask_key_name=(key_name("split", token), i))
-        for i, ref, out in zip(todo, refs, outs, strict=True)
-    ]
+        x, location, shared.directions,
+        [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
+        token=token, groups=lay.groups, chain=lay.chain)
+    refined = []
+    for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
+        with on_worker(lay.workers[k]):
+            refined.append(delayed(split_block, pure=True)(
+                ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
     blocks = list(blocks)
     with phase("refine"):
-        for i, block in zip(todo, dask.compute(*refined), strict=True):
+        for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta"),
+                                                keep=lay.groups is not None),
+                            strict=True):
             blocks[i] = block
     return blocks, 1
 
 
-def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[BlockLeaves],
+def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
+    """The blocks without the leaf counts kept for the refinement (heavy but not split)."""
+    todo = [i for i, b in enumerate(blocks) if _has_counts(b)]
+    if not todo:
+        return blocks
+    if not any(isinstance(blocks[i], ClusterBlock) for i in todo):  # held here: no task
+        return [_without_counts(b) if i in todo else b for i, b in enumerate(blocks)]
+    lay = _shard_layout([blocks[i] for i in todo], f"{token}.final")
+    tasks = []
+    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
+        with on_worker(lay.workers[k]):
+            tasks.append(delayed(_without_counts, pure=True)(
+                ref, dask_key_name=(key_name("build", token, "final"), i)))
+    blocks = list(blocks)
+    for i, block in zip(todo, realize(tasks, n, key_name("build", token, "final", "meta"),
+                                                keep=lay.groups is not None),
+                        strict=True):
+        blocks[i] = block
+    return blocks
+
+
+def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[Any],
                      n: int, tol: float, statistic: str = "depth") -> DepthSummary:
-    """The depth summary of the finished blocks, checked and its bound compared with ``tol``."""
-    for b in blocks:
-        total = int(b.counts.sum(dtype=np.float64))
-        if total != n * b.mb:  # pragma: no cover - internal consistency check
-            raise RuntimeError(
-                f"daskdepth internal error: a direction block summarises {total} values, "
-                f"expected {n * b.mb}; please report this with the input's shape and chunks"
-            )
+    """The depth summary of the finished blocks, its bound compared with ``tol``."""
     summary = DepthSummary(location, directions, blocks, n)
     bound = summary.error_bound(statistic)
     if bound > tol:  # pragma: no cover - guaranteed by construction

@@ -20,6 +20,7 @@ import dask.array as da
 import xarray as xr
 
 from ..errors import OutputError
+from ..runtime.client import keep_placement
 from ..storage.atomic import OUTPUT_ATTR, OUTPUT_VERSION
 from ..storage.paths import quiet_zarr
 
@@ -61,7 +62,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
     ds = ds.assign(data_vars).assign_coords(coords)
     for var in ds.variables.values():
         var.encoding = {}
-    with quiet_zarr():
+    with quiet_zarr(), keep_placement():
         # mode "a": the directory exists and holds SafeOutput's owner file
         delayed = ds.to_zarr(os.fspath(path), mode="a", compute=False, consolidated=True,
                              zarr_format=3, write_empty_chunks=True)

@@ -278,3 +278,84 @@ def tabulate_leaves(cptr, keys, counts, lut, worst):
             before += ck
             if not atom:
                 worst[jj] = max(worst[jj], ck)
+
+
+#: Split points of a direction that :func:`recover_counts` tries before refusing
+#: (a block this package built has one or two: the leaf at the median may be read
+#: from either end).
+RECOVER_TRIES = 8
+
+
+@kernel
+def _is_atom(keys, q0, c0, c, k):
+    """Whether leaf ``k`` of the direction whose leaves are ``c0 .. c - 1`` is an atom."""
+    i = q0 + (k - c0)
+    return k > c0 and k < c - 1 and np.nextafter(keys[i - 1], np.inf) == keys[i]
+
+
+@kernel
+def recover_counts(cptr, keys, lut, n, counts):
+    """Leaf counts adding up to ``n`` per direction that tabulate to ``lut``, into ``counts``.
+
+    For a block stored without its leaf counts (a fitted summary drops them):
+    :func:`tabulate_leaves` sets ``lut[k] = own_k + min(before_k, after_k)``
+    (``own_k`` the leaf's rows, or half of them unless it is an atom), so the
+    counts follow from ``lut`` read from the left (``before`` known) up to the
+    leaf at the median and from the right (``after`` known) beyond it.  Each
+    split point where both readings add up to ``n`` is tried, and kept when its
+    counts are non-negative and tabulate to ``lut`` exactly (every value a
+    multiple of 1/2 below 2**53: exact in float64).  Returns False when no
+    split point does (the caller then refuses the block); the caller checks the
+    sizes first and tabulates the recovered counts again.
+    """
+    total = float(n)
+    for jj in range(cptr.size - 1):
+        q0 = cptr[jj] + PAD * jj
+        c0 = cptr[jj] + jj
+        c = cptr[jj + 1] + jj + 1
+        size = c - c0
+        left = np.empty(size)
+        right = np.empty(size)
+        before = 0.0
+        for t in range(size):
+            f = 1.0 if _is_atom(keys, q0, c0, c, c0 + t) else 0.5
+            left[t] = (lut[c0 + t] - before) / f
+            before += left[t]
+        after = 0.0
+        for t in range(size - 1, -1, -1):
+            f = 1.0 if _is_atom(keys, q0, c0, c, c0 + t) else 0.5
+            right[t] = (lut[c0 + t] - after) / f
+            after += right[t]
+        suffix = np.zeros(size + 1)  # suffix[s]: right[s:] added up
+        for t in range(size - 1, -1, -1):
+            suffix[t] = suffix[t + 1] + right[t]
+        found = False
+        tries = 0
+        prefix = 0.0  # left[:s] added up
+        for s in range(size + 1):
+            if s:
+                prefix += left[s - 1]
+            if prefix + suffix[s] != total:
+                continue
+            tries += 1
+            if tries > RECOVER_TRIES:
+                break
+            ok = True
+            before = 0.0
+            for t in range(size):
+                ck = left[t] if t < s else right[t]
+                if not (ck >= 0.0 and ck <= total):
+                    ok = False
+                    break
+                own = ck if _is_atom(keys, q0, c0, c, c0 + t) else 0.5 * ck
+                if min(before + own, total - before - ck + own) != lut[c0 + t]:
+                    ok = False
+                    break
+                counts[c0 + t] = ck
+                before += ck
+            if ok:
+                found = True
+                break
+        if not found:
+            return False
+    return True

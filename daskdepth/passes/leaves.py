@@ -1,21 +1,27 @@
 """The leaf passes: exact leaf counts (histogram) and the values of chosen leaves (refine).
 
-Both are one task per (row chunk, direction block), reduced over the row
-chunks of each block.  Each row chunk is centred and its duplicate rows merged
-once, by a ``deduplicate`` task that every block's task of that chunk reads.
+Both are one task per (row chunk, group of direction blocks), reduced over the
+row chunks of each group.  Each row chunk is centred and its duplicate rows
+merged once, by a ``deduplicate`` task that every group's task of that chunk
+reads.  On the local schedulers each block is a group of its own; on a cluster
+a group is the blocks one worker holds (:mod:`daskdepth.runtime.shards`), so the
+row chunks travel to the blocks and the blocks stay where they are.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Callable, Sequence
+from functools import partial
 from typing import Any, NamedTuple
 
 import dask.array as da
 import numpy as np
 from dask.delayed import Delayed, delayed
 
-from ..runtime.graph import reduce_chunks, row_blocks
+from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
+from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.rows import Rows, prepare_rows
 
@@ -23,8 +29,9 @@ from ..summary.rows import Rows, prepare_rows
 class BlockTask(NamedTuple):
     """One direction block of a leaf pass: its directions and its leaves.
 
-    ``leaves`` is a :class:`BlockLeaves`, a Delayed one or a scattered Future
-    (see :func:`daskdepth.runtime.client.broadcast`): the tasks read it by reference.
+    ``leaves`` is a :class:`BlockLeaves`, a Delayed one or the Future of one
+    held on the cluster (see :func:`daskdepth.runtime.shards.graph_ref`): the
+    tasks read it by reference.
     """
 
     j0: int
@@ -60,6 +67,34 @@ def _merge_counts(*parts: LeafCounts) -> LeafCounts:
     return LeafCounts.merged(list(parts))
 
 
+def _count_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, into: LeafCounts | None,
+                chunk: int) -> LeafCounts:
+    """Row chunk ``chunk`` counted into ``into`` in place (a chained histogram's link).
+
+    A chain's counts are read by its next link only, so adding in place holds one
+    copy of a shard's counts instead of two (the counts of a worker's blocks are
+    its largest object while it counts).  ``upto`` makes a link run again on the
+    same counts add its chunk once.
+    """
+    if into is None:
+        into = LeafCounts.empty(leaves.n_leaves, leaves.mb)
+    if into.upto < chunk:
+        leaves.accumulate(rows, v, into)
+        into.upto = chunk
+    return into
+
+
+class _CountLink:
+    """A chained histogram task: a row chunk counted into the shard's counts, in place."""
+
+    def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
+                 previous: tuple | None, chunk: int, *leaves: Any) -> tuple:
+        return tuple(
+            _count_into(rows, block, np.ascontiguousarray(directions[j0:j1]),
+                        None if previous is None else previous[k], chunk)
+            for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
+
+
 def _collect_chunk(rows: Rows, leaves: BlockLeaves, v: np.ndarray,
                    wanted: Wanted) -> Collected:
     # The chunk's share of the wanted values, with room for fluctuations.
@@ -71,41 +106,116 @@ def _merge_collected(*parts: Collected) -> Collected:
     return Collected(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
 
-def _block_pass(x: da.Array, location: np.ndarray, directions: np.ndarray,
+class _ShardTask:
+    """One task of a leaf pass: a row chunk against a shard's blocks, in block order.
+
+    Returns a tuple with one partial result per block; given ``previous`` (the
+    tuple of the shard's previous row chunks, in a chained pass) each partial
+    is merged into it.
+    """
+
+    def __init__(self, chunk_fn: Callable[..., Any], merge_fn: Callable[..., Any]) -> None:
+        self.chunk_fn = chunk_fn
+        self.merge_fn = merge_fn
+
+    def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
+                 previous: tuple | None, extras: tuple | None, *leaves: Any) -> tuple:
+        out = []
+        for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)):
+            more = (extras[k],) if extras is not None else ()
+            part = self.chunk_fn(rows, block, np.ascontiguousarray(directions[j0:j1]), *more)
+            out.append(part if previous is None else self.merge_fn(previous[k], part))
+        return tuple(out)
+
+
+def _merge_tuples(merge_fn: Callable[..., Any], *parts: tuple) -> tuple:
+    return tuple(merge_fn(*items) for items in zip(*parts, strict=True))
+
+
+def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
                 blocks: Sequence[BlockTask], chunk_fn: Callable[..., Any],
                 merge_fn: Callable[..., Any], extra: Sequence[Any] | None, token: str,
-                verb: str) -> list[Delayed]:
-    """One ``verb`` task per (row chunk, block), reduced over the row chunks per block."""
+                verb: str, groups: Sequence[Shard] | None = None,
+                chain: bool = False) -> list[Delayed]:
+    """One ``verb`` task per (row chunk, group of blocks), reduced over the row chunks.
+
+    ``groups`` lists the blocks read together by one task (default: each block
+    alone); on a cluster a group is a shard of one worker, and its tasks run
+    there, so its blocks stay there and the row chunks come to them.  With
+    ``chain`` each group's tasks merge the row chunks one after the other (one
+    partial result alive per group), otherwise in a tree.  Counts merge by sum
+    and values by concatenation in row-chunk order either way, so the result
+    is the same.
+    """
     chunks, _ = row_blocks(x)
     rows = [
         delayed(_deduplicate_chunk, pure=True)(c, location,
                                                dask_key_name=(key_name("dedup", token), i))
         for i, c in enumerate(chunks)
     ]
-    outs = []
-    for b, block in enumerate(blocks):
-        v = np.ascontiguousarray(directions[block.j0:block.j1])
-        more = (extra[b],) if extra is not None else ()
-        outs.append(reduce_chunks(rows, chunk_fn, merge_fn, key=(key_name(verb, token), b),
-                                  merge_key=key_name("merge", token, verb, b),
-                                  args=(block.leaves, v, *more)))
-    return outs
+    if groups is None:
+        groups = [Shard(None, [b]) for b in range(len(blocks))]
+    task = _ShardTask(chunk_fn, merge_fn)
+    outs: list[Delayed | None] = [None] * len(blocks)
+    for g, (worker, group) in enumerate(groups):
+        with on_worker(worker):
+            _group_tasks(outs, rows, directions, blocks, group, g, task, extra, merge_fn, token,
+                         verb, chain)
+    return [o for o in outs if o is not None]
 
 
-def histogram_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                    blocks: Sequence[BlockTask], *, token: str) -> list[Delayed]:
+def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: Any,
+                 blocks: Sequence[BlockTask], group: list[int], g: int, task: _ShardTask,
+                 extra: Sequence[Any] | None, merge_fn: Callable[..., Any], token: str,
+                 verb: str, chain: bool) -> None:
+    """The tasks of one group, and each of its blocks' result (into ``outs``)."""
+    ranges = [(blocks[b].j0, blocks[b].j1) for b in group]
+    leaves = [blocks[b].leaves for b in group]
+    extras = tuple(extra[b] for b in group) if extra is not None else None
+    name = key_name(verb, token)
+    if chain and task.merge_fn is _merge_counts:  # counts added in place, link by link
+        result = None
+        for i, r in enumerate(rows):
+            result = delayed(_CountLink(), pure=True)(r, directions, ranges, result, i, *leaves,
+                                                      dask_key_name=(name, g, i))
+    elif chain:
+        result = None
+        for i, r in enumerate(rows):
+            result = delayed(task, pure=True)(r, directions, ranges, result, extras, *leaves,
+                                              dask_key_name=(name, g, i))
+    else:
+        parts = [delayed(task, pure=True)(r, directions, ranges, None, extras, *leaves,
+                                          dask_key_name=(name, g, i))
+                 for i, r in enumerate(rows)]
+        result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
+                             key_name("merge", token, verb, g))
+    for k, b in enumerate(group):
+        outs[b] = delayed(operator.getitem, pure=True)(
+            result, k, dask_key_name=key_name("merge", token, verb, "block", b))
+
+
+def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
+                    blocks: Sequence[BlockTask], *, token: str,
+                    groups: Sequence[Shard] | None = None,
+                    chain: bool = False) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Counts merge by sum and extremes by min / max, which is exact and
-    independent of the chunking and of the reduction order.
+    independent of the chunking and of the reduction order.  ``directions``
+    is the direction matrix or a graph key holding it; ``groups`` and
+    ``chain`` as for the blocks' shards (see :func:`_block_pass`).
     """
     return _block_pass(x, location, directions, blocks, _histogram_chunk, _merge_counts, None,
-                       token, "count")
+                       token, "count", groups, chain)
 
 
-def collect_graph(x: da.Array, location: np.ndarray, directions: np.ndarray,
-                  blocks: Sequence[BlockTask], wanted: Sequence[Wanted], *,
-                  token: str) -> list[Delayed]:
-    """Delayed :class:`Collected` values of the rows in the wanted leaves, per block."""
+def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
+                  blocks: Sequence[BlockTask], wanted: Sequence[Any], *,
+                  token: str, groups: Sequence[Shard] | None = None,
+                  chain: bool = False) -> list[Delayed]:
+    """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
+
+    ``wanted`` holds a :class:`Wanted` (or a task computing one) per block.
+    """
     return _block_pass(x, location, directions, blocks, _collect_chunk, _merge_collected,
-                       wanted, token, "hone")
+                       wanted, token, "hone", groups, chain)

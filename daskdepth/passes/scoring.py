@@ -1,27 +1,63 @@
-"""The scoring map: depth of every row, one task per row chunk."""
+"""The scoring map: depth of every row.
+
+Under a local scheduler: one task per row chunk, reading the whole summary
+(one graph key shared by reference).  On a cluster, a summary small enough
+(:func:`daskdepth.runtime.memory.shard_summary`) is copied to every worker and
+read the same way; a larger depth summary is sharded by direction block
+(:mod:`daskdepth.runtime.shards`): each row chunk is
+prepared once (centred, duplicates merged), scored by one task per shard (the
+blocks one worker holds, where they are), and the shards' partial results are
+combined per row chunk.  Every tabulated score is a multiple of 1/2 rows, so
+partial sums are exact and add up to the same bits in any order
+(:func:`daskdepth.summary.blocks.sums_are_exact`); beyond that range the shards
+are visited in block order, each adding into the running sum, as the
+single-process path does.  Minima (the halfspace depth) combine exactly in any
+order.  Either way the values are the bits of :meth:`DepthSummary.depth
+<daskdepth.summary.depth.DepthSummary.depth>` (``min_depth``, ``depth_and_std``).
+Other summaries (:class:`~daskdepth.summary.mass.MassSummary`) are broadcast
+whole.
+"""
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Literal, overload
 
 import dask.array as da
 import numpy as np
+from dask.delayed import Delayed, delayed
+from dask.highlevelgraph import HighLevelGraph, MaterializedLayer
 
 from ..errors import nan_rows_message
-from ..runtime.client import broadcast
+from ..runtime.client import active_client, broadcast
+from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
+from ..runtime.memory import shard_summary
+from ..runtime.shards import ClusterBlock, graph_ref, hold, on_worker, placed, shards
+from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
+from ..summary.depth import DepthSummary
+from ..summary.rows import Rows, prepare_rows
 
 
-def _valid_rows(x: np.ndarray, raise_nan: bool, block_info: dict | None) -> np.ndarray:
+def _check_rows(x: np.ndarray, raise_nan: bool, start: float) -> np.ndarray:
+    """The finite rows of ``x``; with ``raise_nan`` an error naming the others.
+
+    ``start`` is the chunk's first global row, NaN for a dask DataFrame's
+    partition of unknown position.
+    """
     valid = np.isfinite(x).all(axis=1)
     if raise_nan and not valid.all():
-        start = block_info[0]["array-location"][0][0] if block_info else 0
         bad = np.flatnonzero(~valid)
         if start != start:  # NaN: a dask DataFrame's partition of unknown position
             raise ValueError(nan_rows_message(bad.size, bad, "a partition of the input "
                                               "(rows counted within it)"))
-        raise ValueError(nan_rows_message(bad.size, start + bad, "a chunk of the input"))
+        raise ValueError(nan_rows_message(bad.size, int(start) + bad, "a chunk of the input"))
     return valid
+
+
+def _valid_rows(x: np.ndarray, raise_nan: bool, block_info: dict | None) -> np.ndarray:
+    start = block_info[0]["array-location"][0][0] if block_info else 0
+    return _check_rows(x, raise_nan, start)
 
 
 def _score_chunk(x: np.ndarray, summary: Any, statistic: str, raise_nan: bool,
@@ -37,6 +73,160 @@ def _score_std_chunk(x: np.ndarray, summary: Any, raise_nan: bool,
     return np.column_stack([depth, std])
 
 
+def _with_blocks(summary: DepthSummary, *blocks: Any) -> DepthSummary:
+    return DepthSummary(summary.location, summary.directions, list(blocks), summary.n)
+
+
+def _loaded(summary: DepthSummary) -> DepthSummary:
+    """The summary with every block in this process (blocks held elsewhere loaded)."""
+    if not any(is_handle(b) for b in summary.blocks):
+        return summary
+    return _with_blocks(summary, *[b.load() if is_handle(b) else b for b in summary.blocks])
+
+
+def _local_summary(summary: Any, token: str) -> Any:
+    """The summary as one graph key; blocks held elsewhere are loaded once, by their own keys.
+
+    Under a local scheduler; other summaries than a :class:`DepthSummary`, and
+    any summary on a cluster, are broadcast (:func:`daskdepth.runtime.client.broadcast`).
+    """
+    name = key_name("share", token)
+    if isinstance(summary, DepthSummary) and active_client() is not None:
+        return broadcast(_loaded(summary), name)
+    if not isinstance(summary, DepthSummary) or active_client() is not None:
+        return broadcast(summary, name)
+    if not any(is_handle(b) for b in summary.blocks):
+        return delayed(summary, name=name, traverse=False)
+    shell = DepthSummary(summary.location, summary.directions, [], summary.n)
+    loaded = [graph_ref(b, key_name("load", token, i)) for i, b in enumerate(summary.blocks)]
+    return delayed(_with_blocks, pure=True)(delayed(shell, traverse=False), *loaded,
+                                            dask_key_name=name)
+
+
+# --------------------------------------------------------------------------- sharded
+
+
+def _prepare_chunk(x: np.ndarray, shell: DepthSummary, raise_nan: bool, start: float) -> Rows:
+    x = np.asarray(x, dtype=np.float64)
+    return prepare_rows(x, shell.location, _check_rows(x, raise_nan, start))
+
+
+def _score_shard(rows: Rows, directions: np.ndarray, mode: str, running: Any,
+                 *blocks: Any) -> Any:
+    """``running`` (or the empty start) with the shard's blocks scored in, in block order.
+
+    ``mode`` is ``'depth'`` (sums), ``'min_depth'`` (minima) or ``'std'``
+    (sums and sums of squares, a pair); the block methods are those the
+    summary's own methods call, so the arithmetic is the same.
+    """
+    size = rows.x.shape[0]
+    if mode == "std":
+        total, squares = ((np.zeros(size), np.zeros(size)) if running is None
+                          else (running[0].copy(), running[1].copy()))
+        for b in blocks:
+            b.score_squares_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]),
+                                 rows.valid, total, squares)
+        return total, squares
+    if mode == "min_depth":
+        out = np.full(size, np.inf) if running is None else running.copy()
+        for b in blocks:
+            b.score_min_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]), rows.valid,
+                             out)
+        return out
+    out = np.zeros(size) if running is None else running.copy()
+    for b in blocks:
+        b.score_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]), rows.valid, out)
+    return out
+
+
+def _combine(mode: str, *parts: Any) -> Any:
+    """Partial results of shards combined: sums added, minima lowered (exact, any order)."""
+    if mode == "std":
+        total, squares = parts[0][0].copy(), parts[0][1].copy()
+        for t, s in parts[1:]:
+            total += t
+            squares += s
+        return total, squares
+    out = parts[0].copy()
+    for p in parts[1:]:
+        if mode == "min_depth":
+            np.minimum(out, p, out=out)
+        else:
+            out += p
+    return out
+
+
+def _finish(rows: Rows, part: Any, mode: str, summary: DepthSummary) -> np.ndarray:
+    """Per-row values from the combined partial results, divided as the summary divides."""
+    if mode == "std":
+        depth, std = summary.depth_and_std_of_totals(*part)
+        return np.column_stack([rows.expand(depth), rows.expand(std)])
+    if mode == "min_depth":
+        return rows.expand(summary.min_depth_of_totals(part))
+    return rows.expand(summary.depth_of_totals(part))
+
+
+def _starts(chunks: tuple[float, ...]) -> list[float]:
+    """First global row of each row chunk (NaN after a chunk of unknown length)."""
+    return np.concatenate([[0.0], np.cumsum(np.asarray(chunks, dtype=np.float64))[:-1]]).tolist()
+
+
+def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: bool,
+                   token: str) -> da.Array:
+    """Per row chunk: prepare, score against each shard where it is, combine, finish."""
+    futures = hold(summary.blocks, key_name("load", token))
+    m, n = summary.directions.shape[0], summary.n
+    exact = (mode == "min_depth" or (mode == "depth" and sums_are_exact(m, n))
+             or (mode == "std" and sums_are_exact(m, n) and squares_are_exact(m, n)))
+    groups = shards(futures, keep_order=not exact)
+    directions = delayed(summary.directions, name=key_name("share", token, "directions"),
+                         traverse=False)
+    # Preparing and finishing need only the centring, n, m and the arithmetic: a summary
+    # without blocks, as a key of its own (so that a chunk's task and its preparation,
+    # with two inputs, are not fused into a task named after both).
+    shell = delayed(DepthSummary(summary.location, summary.directions, [], n),
+                    name=key_name("share", token, "shell"), traverse=False)
+    chunks = list(x.to_delayed(optimize_graph=False).ravel())
+    name = key_name("score", token) if mode != "std" else key_name("score", token, "std")
+    finals: list[Delayed] = []
+    for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
+        rows = delayed(_prepare_chunk, pure=True)(
+            chunk, shell, raise_nan, start,
+            dask_key_name=(key_name("dedup", token, "score"), i))
+        running: Any = None
+        parts = []
+        for g, (worker, group) in enumerate(groups):
+            with on_worker(worker):  # each shard's task runs where its blocks are
+                # Exact partial results start empty and are combined in a tree;
+                # otherwise each shard adds into the running sum, in block order.
+                running = delayed(_score_shard, pure=True)(
+                    rows, directions, mode, None if exact else running,
+                    *[futures[b] for b in group],
+                    dask_key_name=(key_name("score", token, "shard"), i, g))
+                parts.append(running)
+        if exact:
+            running = tree_reduce(parts, partial(_combine, mode),
+                                  key_name("merge", token, "score", i))
+        key = (name, i, 0) if mode == "std" else (name, i)  # the array's block (i[, 0])
+        finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
+                                                  dask_key_name=key))
+    # The tasks keep their layers (and the shard tasks their worker annotations); a
+    # layer named as the array, depending on them all, is what later operations on
+    # the array (such as writing it) refer to.
+    merged = HighLevelGraph.merge(*[f.dask for f in finals])
+    layers = {**merged.layers, name: MaterializedLayer({})}
+    dependencies = {**merged.dependencies, name: set(merged.layers)}
+    graph = HighLevelGraph(layers, dependencies)
+    if mode == "std":
+        return da.Array(graph, name, chunks=(x.chunks[0], (2,)), dtype=np.float64,
+                        meta=np.empty((0, 0), dtype=np.float64))
+    return da.Array(graph, name, chunks=(x.chunks[0],), dtype=np.float64,
+                    meta=np.empty((0,), dtype=np.float64))
+
+
+# --------------------------------------------------------------------------- entry point
+
+
 @overload
 def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
                 statistic: str = ..., std: Literal[False] = ...) -> da.Array: ...
@@ -48,7 +238,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
 def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
                 statistic: str = "depth",
                 std: bool = False) -> da.Array | tuple[da.Array, da.Array]:
-    """Lazy ``statistic`` of every row of ``x``: one task per row chunk.
+    """Lazy ``statistic`` of every row of ``x``, with the row chunks of ``x``.
 
     ``summary`` is a fitted summary (:class:`~daskdepth.summary.depth.DepthSummary`,
     :class:`~daskdepth.summary.mass.MassSummary`) and ``statistic`` the name of
@@ -56,9 +246,13 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     mean over directions) or ``'min_depth'`` (their minimum, the halfspace
     depth) for a ``DepthSummary``.  With ``std``, also the depth's Monte Carlo
     standard error over the directions
-    (:meth:`daskdepth.summary.depth.DepthSummary.depth_and_std`): each task
-    scores its chunk once into ``(rows, 2)``, and the two columns are returned
+    (:meth:`daskdepth.summary.depth.DepthSummary.depth_and_std`): each row
+    chunk is scored once into ``(rows, 2)``, and the two columns are returned
     as lazy arrays with the row chunks of ``x``.
+
+    Under a local scheduler, one task per row chunk with the whole summary; on
+    a cluster, a depth summary is scored per row chunk by one task per shard
+    (see the module docstring).  The same bits either way.
     """
     if std and statistic != "depth":
         raise ValueError(f"standard errors are defined for the mean over directions, not for "
@@ -66,7 +260,18 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     if not callable(getattr(summary, "depth_and_std" if std else statistic, None)):
         raise ValueError(f"a {type(summary).__name__} has no statistic {statistic!r}"
                          + (" with standard errors" if std else ""))
-    ref = broadcast(summary, key_name("share", token))
+    # On a cluster, a depth summary too large to copy to every worker (or one whose
+    # fit left it sharded there) is scored where its blocks are; a smaller one is
+    # copied to every worker, and rows are scored where they are.
+    sharded = (isinstance(summary, DepthSummary) and active_client() is not None
+               and bool(summary.blocks) and x.shape[0] != 0
+               and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
+                    or shard_summary(summary.nbytes)))
+    if sharded:
+        out = _score_sharded(x, summary, "std" if std else statistic, raise_nan, token)
+        # Computed directly, the arrays keep their shard tasks on the shards' workers.
+        return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
+    ref = _local_summary(summary, token)
     if not std:
         return x.map_blocks(
             _score_chunk, ref, statistic, raise_nan, drop_axis=1, dtype=np.float64,

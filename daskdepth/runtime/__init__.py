@@ -1,1 +1,1 @@
-"""Layer 3: the small Dask runtime: client, spans, broadcasts, reductions, memory budgets."""
+"""Layer 3: the small Dask runtime: client, spans, keys, reductions, shards, memory budgets."""

@@ -110,3 +110,15 @@ def broadcast(obj: Any, name: str) -> Any:
         key = f"{name}-{uuid.uuid4().hex[:12]}"
         return client.scatter({key: obj}, broadcast=True)[key]
     return delayed(obj, name=name, traverse=False)
+
+
+def keep_placement() -> Any:
+    """Context in which computing dask arrays keeps the tasks' worker annotations.
+
+    dask.array's low-level fusion flattens a graph and drops its layers'
+    annotations, among them the worker each shard task of the scoring must run
+    on (:func:`daskdepth.runtime.shards.on_worker`); without them a task may
+    run where its row chunk is and copy the shard there.  The scoring tasks
+    are coarse, so not fusing them costs nothing.
+    """
+    return dask.config.set({"optimization.fuse.active": False})

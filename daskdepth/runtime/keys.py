@@ -30,6 +30,7 @@ VERBS: dict[str, str] = {
     "hone": "values of the leaves still too heavy, per row chunk and direction block",
     "split": "heavy leaves split exactly and finished again, per direction block",
     "share": "the fitted depth summary, shared by the scoring tasks",
+    "load": "a direction block of a saved or local summary, placed where scoring reads it",
     "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",

@@ -11,9 +11,11 @@ kernels project and route 256 rows at a time and keep no per-block arrays; wider
 data has its block's projections computed beforehand (``8 B`` bytes per row).
 Each task may use :data:`TASK_SHARE` of the memory of one worker
 thread, so that the tasks running at once, the chunks waiting for them and the
-broadcast summary stay well below the ``distributed.worker.memory`` spill
-threshold (70 % of the limit by default).  Rows per chunk (for in-memory
-input) and directions per block (for every fit) follow from that budget.
+worker's share of the summary stay well below the ``distributed.worker.memory``
+spill threshold (70 % of the limit by default).  Rows per chunk (for in-memory
+input) and directions per block (for every fit) follow from that budget, and
+the directions planned and counted together (a *wave*, see
+:func:`directions_per_wave`) from the memory of the pilot leaves.
 
 Neither choice changes results: summaries are built direction by direction
 and their leaf statistics merge exactly, so the depth does not depend on how
@@ -51,10 +53,15 @@ BYTES_PER_ROW = 16
 
 @dataclass(frozen=True)
 class WorkerMemory:
-    """Memory limit (bytes) and thread count of the smallest worker per thread."""
+    """Memory limit (bytes) and thread count of the smallest worker per thread.
+
+    ``workers`` counts the workers (1 for this process under a local scheduler):
+    a summary sharded over them takes a ``1 / workers`` share of its bytes on each.
+    """
 
     limit: int
     nthreads: int
+    workers: int = 1
 
     @property
     def per_thread(self) -> int:
@@ -95,10 +102,11 @@ def worker_memory() -> WorkerMemory:
             workers = client.scheduler_info()["workers"].values()
         except Exception:
             return local
+    workers = list(workers)
     best: WorkerMemory | None = None
     for w in workers:
         limit = int(w.get("memory_limit") or 0) or local.limit
-        cand = WorkerMemory(limit, max(1, int(w.get("nthreads") or 1)))
+        cand = WorkerMemory(limit, max(1, int(w.get("nthreads") or 1)), len(workers))
         if best is None or cand.per_thread < best.per_thread:
             best = cand
     return best if best is not None else local
@@ -139,18 +147,59 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
     return int(min(MAX_DIRECTIONS_PER_BLOCK, max(1, free // BYTES_PER_ROW_DIRECTION)))
 
 
-#: Bytes per leaf of a fitted summary: its padded key, its count, its tabulated
-#: score and its share of the guide grid, with counts and scores in float32 up
-#: to 2**23 rows (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4),
-#: float64 above.
-BYTES_PER_LEAF = 24
+#: Bytes per leaf of a fitted summary: its padded key, its tabulated score and
+#: its share of the guide grid (one to four cells of 2 bytes), with scores in
+#: float32 up to 2**23 rows (measured: 14 on Gaussian data, 20 on Http at
+#: tol = 1e-4), float64 above.
+BYTES_PER_LEAF = 20
 
 
-BYTES_PER_LEAF_LARGE_N = 32
+BYTES_PER_LEAF_LARGE_N = 24
+
+
+#: Bytes per leaf while a summary is fitted: as :data:`BYTES_PER_LEAF` with the
+#: leaf count (float32 up to 2**23 rows, float64 above) and a guide grid of up to
+#: four cells per key (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4).
+BYTES_PER_FITTING_LEAF = 24
+
+
+BYTES_PER_FITTING_LEAF_LARGE_N = 32
+
+
+#: Leaves of a fitted summary hold about this share of the leaf limit
+#: ``2 tol n`` on average (light neighbours are merged; measured 0.80 on
+#: Gaussian data and 0.82 on Http at tol = 1e-4), so a direction has about
+#: ``1 / (2 * LEAF_FILL * tol)`` leaves, and at most ``1 / tol``.
+LEAF_FILL = 0.8
 
 
 #: Share of a worker's memory limit above which the summary size is reported.
 SUMMARY_SHARE = 1 / 4
+
+
+#: Share of the smallest worker's memory limit up to which a depth summary is copied
+#: whole to every worker: its tasks then run where the row chunks are, and no row
+#: moves.  A larger summary is sharded by direction block (each worker holds its
+#: share, and the rows go to the blocks).
+REPLICATE_SHARE = 1 / 16
+
+
+def shard_summary(nbytes: int, memory: WorkerMemory | None = None) -> bool:
+    """Whether a summary of ``nbytes`` is sharded over a cluster's workers, not copied to each.
+
+    A copy on every worker costs each of them the whole summary but moves no
+    row; shards cost each worker its share, and every row chunk travels to the
+    workers that hold the blocks.  Copies win while the summary is a small
+    part of a worker's memory (:data:`REPLICATE_SHARE`).
+
+    Examples
+    --------
+    >>> one_gib = WorkerMemory(limit=2**30, nthreads=1, workers=2)
+    >>> shard_summary(10 * 2**20, one_gib), shard_summary(600 * 2**20, one_gib)
+    (False, True)
+    """
+    mem = memory or worker_memory()
+    return nbytes > REPLICATE_SHARE * mem.limit
 
 
 def leaves_per_direction(n: int, tol: float) -> int:
@@ -171,16 +220,49 @@ def leaves_per_direction(n: int, tol: float) -> int:
 def summary_bytes(m: int, n: int, tol: float) -> int:
     """Approximate bytes of the depth summary of ``m`` directions over ``n`` rows.
 
-    At most about ``1 / tol`` leaves per direction (at most ``n``): merged
-    neighbours hold more than ``2 tol n`` rows together, so the summary does not
-    grow with ``n``.  It is sent to every worker.
+    About ``1 / (2 LEAF_FILL tol)`` leaves per direction (at most ``n``, and at
+    most ``1 / tol``: merged neighbours hold more than ``2 tol n`` rows
+    together), so the summary does not grow with ``n``.  On a cluster it is
+    sharded by direction block: each worker holds its share.
 
     Examples
     --------
     >>> round(summary_bytes(500, 10**6, 1e-4) / 1e6)
-    120
+    63
     """
     per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
+    return int(m) * typical_leaves(n, tol) * per_leaf
+
+
+def typical_leaves(n: int, tol: float) -> int:
+    """About how many leaves a fitted direction holds: ``1 / (2 LEAF_FILL tol)``, at most ``n``.
+
+    Examples
+    --------
+    >>> typical_leaves(10**6, 1e-4), typical_leaves(500, 0.0)
+    (6251, 500)
+    """
+    most = leaves_per_direction(n, tol)
+    if most >= n:
+        return most
+    return min(most, int(1 / (2 * LEAF_FILL * tol)) + 2)
+
+
+def largest_summary_bytes(m: int, n: int, tol: float) -> int:
+    """Bytes of the leaf summary at its largest: while it is fitted, with its leaf counts.
+
+    Up to :func:`leaves_per_direction` leaves per direction of
+    :data:`BYTES_PER_FITTING_LEAF` bytes: the bound used to refuse a fit that
+    cannot fit (:func:`plan_memory_message`) and to choose the sorted
+    projections instead (:func:`prefer_sorted`).
+
+    Examples
+    --------
+    >>> round(largest_summary_bytes(500, 10**6, 1e-4) / 1e6)
+    120
+    """
+    per_leaf = (BYTES_PER_FITTING_LEAF if n <= LUT32_MAX_ROWS
+                else BYTES_PER_FITTING_LEAF_LARGE_N)
     return int(m) * leaves_per_direction(n, tol) * per_leaf
 
 
@@ -203,8 +285,8 @@ def sorted_summary_bytes(m: int, n: int) -> int:
 def prefer_sorted(m: int, n: int, tol: float) -> bool:
     """Whether an in-memory fit keeps each direction's sorted projections instead of leaves.
 
-    When they take no more memory than the leaf summary would
-    (:func:`summary_bytes`): at most about ``3 / tol`` rows, and always at
+    When they take no more memory than the leaf summary may while it is fitted
+    (:func:`largest_summary_bytes`): at most about ``3 / tol`` rows, and always at
     ``tol = 0``, where leaves hold one value each.  They are exact (error bound
     0) and give the in-sample depths while fitting.
 
@@ -213,20 +295,25 @@ def prefer_sorted(m: int, n: int, tol: float) -> bool:
     >>> prefer_sorted(3_600, 5_803, 1e-4), prefer_sorted(3_600, 60_000, 1e-4)
     (True, False)
     """
-    return sorted_summary_bytes(m, n) <= summary_bytes(m, n, tol)
+    return sorted_summary_bytes(m, n) <= largest_summary_bytes(m, n, tol)
 
 
 def summary_memory_message(m: int, n: int, tol: float,
                            memory: WorkerMemory | None = None,
                            exact: bool = False) -> str | None:
-    """A warning text when the summary would take a large share of a worker's memory.
+    """A warning text when the summary's share would take much of a worker's memory.
+
+    The summary is sharded over the workers (or held by this process under a
+    local scheduler): each holds ``1 / workers`` of its bytes.
 
     ``exact`` means the sorted projections (:func:`sorted_summary_bytes`),
     otherwise leaves (:func:`summary_bytes`).
 
     Examples
     --------
-    >>> summary_memory_message(900, 10**7, 1e-4, WorkerMemory(2**30, 1)) is not None
+    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1)) is not None
+    True
+    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1, 2)) is None
     True
     >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
     True
@@ -236,22 +323,26 @@ def summary_memory_message(m: int, n: int, tol: float,
     """
     mem = memory or worker_memory()
     size = sorted_summary_bytes(m, n) if exact else summary_bytes(m, n, tol)
-    if size <= SUMMARY_SHARE * mem.limit:
+    share = size / max(1, mem.workers)
+    if share <= SUMMARY_SHARE * mem.limit:
         return None
     what = (f"the exact depth summary (sorted projections of {n:,} rows) of {m} directions"
             if exact else f"the depth summary of {m} directions at tol={tol:g}")
-    return (f"{what} takes about {size / 2**20:,.0f} MiB on every worker, more than a quarter "
-            f"of the workers' memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill "
-            "or pause. Raise tol, lower n_directions, or give the workers more memory")
+    where = ("in this process" if mem.workers <= 1 else
+             f"sharded over {mem.workers} workers, about {share / 2**20:,.0f} MiB on each")
+    more = "" if mem.workers <= 1 else ", add workers"
+    return (f"{what} takes about {size / 2**20:,.0f} MiB ({where}), more than a quarter of "
+            f"the memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. "
+            f"Raise tol, lower n_directions{more}, or give the workers more memory")
 
 
 #: Share of the smallest worker memory limit above which a fit is refused before it starts:
-#: the summary is held by every worker next to the tasks' working sets.
+#: each worker holds its share of the summary next to the tasks' working sets.
 SUMMARY_REFUSE_SHARE = 1 / 2
 
 
-#: Share of this machine's memory that the fit's client-side arrays (the directions, and the
-#: summary, assembled here) may take.
+#: Share of this machine's memory that the fit's client-side arrays (the directions, and
+#: under a local scheduler the summary, assembled here) may take.
 CLIENT_SHARE = 1 / 2
 
 
@@ -266,17 +357,20 @@ def _size(nbytes: float) -> str:
 def plan_memory_message(n: int, d: int, m: int, tol: float,
                         memory: WorkerMemory | None = None,
                         local: WorkerMemory | None = None,
-                        in_memory: bool = False) -> str | None:
+                        in_memory: bool = False,
+                        sharded: bool | None = None) -> str | None:
     """Why a fit of ``m`` directions over ``n x d`` rows at ``tol`` cannot fit in memory.
 
     None when it can.  Checked before the first pass, from the shape alone: the
-    summary (at most ``leaves_per_direction(n, tol)`` leaves per direction, sent
-    to every worker) must stay under half the smallest worker's memory limit,
-    and the directions and the summary under half of this machine's memory
-    (the client draws the directions and assembles the summary).  The message
-    says what would fit: fewer directions, a larger ``tol``, more memory.
-    ``in_memory``: all rows fit the row sample, so the summary may be the sorted
-    projections when smaller (:func:`prefer_sorted`).
+    summary (at most ``leaves_per_direction(n, tol)`` leaves per direction while
+    it is fitted, sharded over the workers) must leave each worker's share under
+    half the smallest worker's memory limit, and the directions (with the
+    summary when it is not ``sharded``: under a local scheduler this process
+    holds it) under half of this machine's memory.  ``sharded`` defaults to
+    whether a distributed client runs the fit.  The message says what would
+    fit: fewer directions, a larger ``tol``, more memory.  ``in_memory``: all
+    rows fit the row sample, so the summary may be the sorted projections when
+    smaller (:func:`prefer_sorted`).
 
     Examples
     --------
@@ -288,40 +382,114 @@ def plan_memory_message(n: int, d: int, m: int, tol: float,
     n_directions <= 13,418, or tol >= 0.083, or workers with more memory
     >>> plan_memory_message(10**7, 5, 500, 1e-4, mem, mem) is None
     True
+    >>> two = WorkerMemory(2**30, 1, 2)  # the summary's share on each of 2 workers
+    >>> plan_memory_message(10**6, 40, 4000, 1e-4, two, mem, sharded=True) is None
+    True
     """
     mem = memory or worker_memory()
     here = local or _local_memory()
+    if sharded is None:
+        sharded = active_client() is not None
+    workers = max(1, mem.workers) if sharded else 1
     leaves = leaves_per_direction(n, tol)
-    per_leaf = BYTES_PER_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_LEAF_LARGE_N
+    per_leaf = BYTES_PER_FITTING_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_FITTING_LEAF_LARGE_N
     if in_memory and sorted_summary_bytes(1, n) < leaves * per_leaf:  # as prefer_sorted()
         leaves, per_leaf = int(n), BYTES_PER_SORTED_VALUE
     summary = int(m) * leaves * per_leaf
+    held = 0 if sharded else summary  # what this process holds of the summary
     directions = 8 * int(m) * int(d)
-    worker_room = SUMMARY_REFUSE_SHARE * mem.limit
+    worker_room = SUMMARY_REFUSE_SHARE * mem.limit * workers
     client_room = CLIENT_SHARE * here.limit
     if summary > worker_room:
-        need, room, where = summary, worker_room, "half of a worker's memory limit"
-        limit = mem.limit
-    elif summary + directions > client_room:
-        need, room, where = summary + directions, client_room, "half of this machine's memory"
+        need, room, limit = summary, worker_room, mem.limit * workers
+        where = ("half of a worker's memory limit" if workers == 1 else
+                 f"half of the memory limit of {workers} workers")
+    elif held + directions > client_room:
+        need, room, where = held + directions, client_room, "half of this machine's memory"
         limit = here.limit
     else:
         return None
     exact = " (tol=0: exact, one leaf per distinct value)" if tol <= 0 else f" at tol={tol:g}"
     kept = (f"{leaves:,} sorted values (exact)" if per_leaf == BYTES_PER_SORTED_VALUE else
             f"up to {leaves:,} leaves{exact}")
-    what = (f"its depth summary ({m:,} directions x {kept})" if need == summary else
-            f"its {m:,} directions of {d:,} features and its depth summary ({m:,} x {kept})")
-    max_m = int(room // (leaves * per_leaf + 8 * d))
+    if need == summary:
+        what = f"its depth summary ({m:,} directions x {kept})"
+    elif held:
+        what = f"its {m:,} directions of {d:,} features and its depth summary ({m:,} x {kept})"
+    else:
+        what = f"its {m:,} directions of {d:,} features"
+    max_m = int(room // ((leaves * per_leaf if need == summary or held else 0) + 8 * d))
     fixes = [f"n_directions <= {max_m:,}" if max_m >= 1 else None]
     max_leaves = int(room // max(1, m * per_leaf)) - 1
-    if max_leaves >= 2 and max_leaves < n:
+    if (need == summary or held) and max_leaves >= 2 and max_leaves < n:
         fixes.append(f"tol >= {1.0 / max_leaves:.2g}")
     options = ", or ".join(f for f in fixes if f)
     return (f"the fit needs about {_size(need)} for {what}, more than {where} "
             f"({_size(limit)}): use {options + ', or ' if options else ''}"
             f"{'workers with more memory' if need == summary else 'a machine with more memory'}")
 
+
+#: Bytes per pilot leaf: its padded key and its share of a ``uint16`` guide grid
+#: (up to four cells per key).
+BYTES_PER_PILOT_LEAF = 16
+
+
+#: Share of a worker's memory limit that one wave's pilot leaves may take, with
+#: their partial leaf counts (about as large again) during the histogram pass.
+WAVE_SHARE = 1 / 8
+
+
+#: Share of the memory limit below which a worker's process memory is kept
+#: (dask's ``distributed.worker.memory.target`` default): a wave may use a
+#: third of what is left under it, on the worker with the least left.
+WAVE_TARGET = 0.6
+
+
+def free_worker_memory() -> int | None:
+    """Bytes the fullest worker has left under :data:`WAVE_TARGET` of its limit, now.
+
+    From the workers' own memory metrics (process memory, refreshed at each
+    heartbeat); None without a distributed client or without metrics.
+    """
+    client = active_client()
+    if client is None:
+        return None
+    try:
+        workers = client.scheduler_info(n_workers=-1)["workers"].values()
+    except Exception:  # pragma: no cover - an older client signature
+        return None
+    free = []
+    for w in workers:
+        limit = int(w.get("memory_limit") or 0)
+        used = (w.get("metrics") or {}).get("memory")
+        if limit and used is not None:
+            free.append(int(WAVE_TARGET * limit) - int(used))
+    return max(0, min(free)) if free else None
+
+
+def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None,
+                        free: int | None = None) -> int:
+    """Directions planned and counted together, given one direction's pilot bytes.
+
+    A wave's pilot leaves and their leaf counts live until the wave is
+    finished; sharded over the workers they may take :data:`WAVE_SHARE` of
+    each worker's memory, and (with ``free``, the bytes the fullest worker has
+    left, see :func:`free_worker_memory`) a third of what is left, as the
+    finished blocks of the previous waves fill the workers.  Waves do not
+    change results, only how many passes the histogram makes.
+
+    Examples
+    --------
+    >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2))
+    671
+    >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2), free=60 * 2**20)
+    104
+    """
+    mem = memory or worker_memory()
+    budget = WAVE_SHARE * mem.limit
+    if free is not None:
+        budget = min(budget, free / 3)
+    return max(1, int(budget * max(1, mem.workers) // (2 * max(1, pilot_bytes))))
 
 
 def mass_plan_message(d: int, t: int, psi: int, memory: WorkerMemory | None = None,

@@ -3,7 +3,7 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 1,
+    {"format": "daskdepth-model", "format_version": 3,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
      "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
      "created": "...", "metadata": {...}}
@@ -14,12 +14,19 @@ JSON values in which NumPy arrays are references ``{"kind": "array", "path":
 ...}`` to arrays of the group; ``unstored_params`` names the parameters that
 could not be stored without pickle (saved as their defaults).  Dataclasses of
 daskdepth (the depth summary and its blocks) are stored field by field under
-their ``module:qualname``; a list of dataclasses of one class is stored column
-by column (one concatenated array per field), so a model with thousands of
-direction blocks is still a handful of arrays.  ``classes`` records the fields
-of every stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every
-array; ``checksum`` is the SHA-256 of the canonical JSON of the rest of the
-document, so that its numbers are covered too.  A store that was modified or
+their ``module:qualname``.  The direction blocks of a summary are written one
+after the other, each block's arrays as one byte range of the ``uint8`` array
+``.../blocks/data`` (its scalars in the document), with a SHA-256 per block
+and each direction's error bound in ``.../blocks/errors``: a summary held on a
+cluster is saved with one block on the client at a time, and
+:func:`read_model` returns :class:`StoredBlock` handles that read their block
+when it is needed (on the client, or on the worker that scores with it), so a
+model is loaded without reading its summary.  Other lists of dataclasses of
+one class are stored column by column (one concatenated array per field).
+``classes`` records the fields of every stored dataclass and ``arrays`` the
+dtype, shape and SHA-256 of every array; ``checksum`` is the SHA-256 of the
+canonical JSON of the rest of the document, so that its numbers (the blocks'
+byte ranges and checksums among them) are covered too.  A store that was modified or
 truncated, or that was written by a daskdepth whose summaries have another
 layout (or live in another module), is refused with a clear message instead of
 scoring wrongly.
@@ -29,8 +36,13 @@ Reading therefore trusts nothing in a store: the document's size, keys and
 value kinds are checked, arrays are compared with the manifest (dtype, shape,
 every chunk present, a cap on the total size) *before* they are read, only the
 summary classes of :data:`MODEL_CLASSES` can be named, and string fields are
-decoded without trusting their declared width.  The loader
-(:func:`daskdepth.io.models.load_model`) then validates the parameters as
+decoded without trusting their declared width.  A block's byte range, and the
+dtype, shape and place of each of its arrays, are checked against the block
+data's manifest entry when the model is read, and its bytes against the
+block's SHA-256 when it is read; a block read lazily is then validated
+(:meth:`BlockLeaves.validate <daskdepth.summary.leaves.BlockLeaves.validate>`,
+its error bounds equal to the stored ones) before any kernel reads it.  The
+loader (:func:`daskdepth.io.models.load_model`) validates the parameters as
 ``fit`` would and every fitted structure (:meth:`DepthSummary.validate
 <daskdepth.summary.depth.DepthSummary.validate>`) before any kernel reads it.
 
@@ -64,6 +76,7 @@ from sklearn.exceptions import NotFittedError
 
 from .._version import __version__
 from ..errors import ModelFormatError
+from ..summary.blocks import BlockHandle, BlockMeta, is_block, is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
 from ..summary.mass import MassSummary
@@ -73,7 +86,13 @@ from .paths import NotZarrError, is_url, local_path, open_node, quiet_zarr
 
 #: Version of the stored layout; a reader refuses stores of any other version.
 #: 2: the document carries a checksum of itself; every chunk is written.
-FORMAT_VERSION = 2
+#: 3: a summary's direction blocks stored one after the other, read block by block.
+FORMAT_VERSION = 3
+#: Why this daskdepth no longer reads the older layouts.
+OLDER_LAYOUTS = {
+    1: "its attributes are not covered by a checksum",
+    2: "its summary is stored column by column, not block by block",
+}
 #: Value of the ``format`` key of a saved model.
 FORMAT_NAME = MODEL_FORMAT
 #: Attribute of the Zarr group that holds the JSON document.
@@ -193,12 +212,24 @@ class _Written(NamedTuple):
 
 
 class _Writer:
-    """Turns Python values into JSON nodes and arrays (written to ``group`` at the end)."""
+    """Turns Python values into JSON nodes, writing arrays to ``group`` as it goes.
 
-    def __init__(self) -> None:
-        self.arrays: dict[str, np.ndarray] = {}
+    ``manifest`` records the dtype, shape and SHA-256 of every array written.
+    """
+
+    def __init__(self, group: Any) -> None:
+        self.group = group
+        self.manifest: dict[str, dict[str, Any]] = {}
         self.classes: dict[str, list[str]] = {}
         self._seen: dict[int, _Written] = {}
+
+    def write(self, arr: np.ndarray, path: str) -> None:
+        arr = np.ascontiguousarray(arr)
+        # every chunk, even one of fill values: readers refuse missing chunks
+        self.group.create_array(path, data=arr, chunks=_chunks(arr),
+                                config={"write_empty_chunks": True})
+        self.manifest[path] = {"dtype": arr.dtype.str, "shape": list(arr.shape),
+                               "sha256": _checksum(arr)}
 
     def array(self, arr: np.ndarray, path: str) -> dict[str, Any]:
         seen = self._seen.get(id(arr))
@@ -212,7 +243,7 @@ class _Writer:
             raise TypeError(f"an object array at {path!r} holds non-string values")
         if arr.dtype.kind not in "biufc":
             raise TypeError(f"an array of dtype {arr.dtype} at {path!r}")
-        self.arrays[path] = np.ascontiguousarray(arr)
+        self.write(arr, path)
         self._seen[id(arr)] = _Written(arr, path)
         return {"kind": "array", "path": path}
 
@@ -244,9 +275,61 @@ class _Writer:
 
     def dataclass(self, obj: Any, path: str) -> dict[str, Any]:
         name = self._register(type(obj))
-        return {"kind": "dataclass", "class": name,
-                "fields": {f.name: self.value(getattr(obj, f.name), f"{path}/{f.name}")
-                           for f in dataclasses.fields(obj)}}
+        fields = {}
+        for f in dataclasses.fields(obj):
+            value = getattr(obj, f.name)
+            if (f.name == "blocks" and isinstance(value, list) and value
+                    and all(is_block(v) for v in value) and isinstance(getattr(obj, "n", None),
+                                                                      Integral)):
+                # a summary's direction blocks, with the row count their error bounds need
+                fields[f.name] = {"kind": "list",
+                                  "blocks": self.blocks(value, f"{path}/{f.name}", int(obj.n))}
+            else:
+                fields[f.name] = self.value(value, f"{path}/{f.name}")
+        return {"kind": "dataclass", "class": name, "fields": fields}
+
+    def blocks(self, items: list[Any], path: str, n: int) -> dict[str, Any]:
+        """Direction blocks one after the other: each block's arrays are one byte range.
+
+        A block held elsewhere (a handle) is loaded, written and dropped before
+        the next, so a summary sharded over a cluster is saved with one block
+        in memory at a time.  Each block's arrays are consecutive (8-byte
+        aligned) in the ``uint8`` array ``{path}/data``, with a SHA-256 per
+        block, so that a loaded model reads one block with one range read; its
+        scalars are in the document, and every direction's error bound for the
+        ``n`` rows in ``{path}/errors`` (read with the model: the certified
+        bound is checked without reading the blocks).
+        """
+        data = _Segments(self.group, f"{path}/data")
+        out = []
+        errors = []
+        for item in items:
+            block = item.load() if is_handle(item) else item
+            name = self._register(type(block))
+            errors.append(np.asarray(block.direction_errors(n), dtype=np.float64))
+            data.align()
+            start = data.size
+            digest = hashlib.sha256()
+            fields: dict[str, Any] = {}
+            for f in dataclasses.fields(block):
+                v = getattr(block, f.name)
+                if isinstance(v, np.ndarray) and v.dtype.kind in "biuf" and v.ndim >= 1:
+                    raw = _little_endian(v)
+                    offset = data.add(raw.tobytes(), digest)
+                    fields[f.name] = {"kind": "segment", "offset": offset - start,
+                                      "dtype": raw.dtype.str, "shape": list(raw.shape)}
+                elif _is_scalar(v):
+                    fields[f.name] = _json_scalar(v)
+                else:
+                    raise TypeError(f"a direction block's field {f.name!r} holds a "
+                                    f"{type(v).__name__}, which cannot be stored")
+            out.append({"class": name, "fields": fields, "offset": start,
+                        "nbytes": data.size - start, "sha256": digest.hexdigest()})
+            del block
+        self.manifest[data.path] = data.close()
+        flat = np.concatenate(errors) if errors else np.zeros(0)
+        return {"data": data.path, "errors": self.array(flat, f"{path}/errors"), "n": int(n),
+                "items": out}
 
     def table(self, items: list[Any], path: str) -> dict[str, Any]:
         """Dataclasses of one class, stored column by column."""
@@ -274,6 +357,71 @@ class _Writer:
                     "array": self.array(stacked, path)}
         return {"kind": "items", "items": [self.value(v, f"{path}/{i}")
                                            for i, v in enumerate(values)]}
+
+
+#: Chunk size of a model's block data (bytes): a loaded model reads one block
+#: with one range read, touching about ``block bytes / SEGMENT_CHUNK_BYTES + 1`` chunks.
+SEGMENT_CHUNK_BYTES = 2**20
+
+
+#: Alignment of each array in a block's byte range (numba kernels read them in place).
+SEGMENT_ALIGN = 8
+
+
+def _little_endian(arr: np.ndarray) -> np.ndarray:
+    arr = np.ascontiguousarray(arr)
+    return arr.astype(arr.dtype.newbyteorder("<")) if arr.dtype.byteorder == ">" else arr
+
+
+class _Segments:
+    """Byte ranges appended to one ``uint8`` Zarr array, written in whole chunks as they come."""
+
+    def __init__(self, group: Any, path: str, chunk: int = SEGMENT_CHUNK_BYTES) -> None:
+        self.path = path
+        self.chunk = chunk
+        # every chunk, even one of zeros: readers refuse missing chunks
+        self.array = group.create_array(path, shape=(0,), chunks=(chunk,), dtype="uint8",
+                                        config={"write_empty_chunks": True})
+        self.buffer = bytearray()
+        self.flushed = 0
+        self.digest = hashlib.sha256()
+
+    @property
+    def size(self) -> int:
+        return self.flushed + len(self.buffer)
+
+    def align(self) -> None:
+        """Pad to :data:`SEGMENT_ALIGN` (between blocks)."""
+        pad = b"\0" * (-self.size % SEGMENT_ALIGN)
+        self.buffer += pad
+        self.digest.update(pad)
+
+    def add(self, raw: bytes, digest: Any) -> int:
+        """Append ``raw`` (after padding to :data:`SEGMENT_ALIGN`); returns its offset."""
+        pad = -self.size % SEGMENT_ALIGN
+        for part in (b"\0" * pad, raw):
+            self.buffer += part
+            self.digest.update(part)
+            digest.update(part)
+        offset = self.size - len(raw)
+        self._flush(whole=True)
+        return offset
+
+    def _flush(self, whole: bool) -> None:
+        k = len(self.buffer) // self.chunk * self.chunk if whole else len(self.buffer)
+        if k == 0:
+            return
+        self.array.resize((self.flushed + k,))
+        # A copy: zarr may keep a view of what it writes, and the buffer is resized next.
+        self.array[self.flushed:self.flushed + k] = np.frombuffer(bytes(self.buffer[:k]),
+                                                                  np.uint8)
+        del self.buffer[:k]
+        self.flushed += k
+
+    def close(self) -> dict[str, Any]:
+        """Write what is left; the manifest entry of the whole array."""
+        self._flush(whole=False)
+        return {"dtype": "|u1", "shape": [self.flushed], "sha256": self.digest.hexdigest()}
 
 
 def _checksum(arr: np.ndarray) -> str:
@@ -304,11 +452,12 @@ class _Reader:
     """Rebuilds Python values from JSON nodes, reading and checking arrays of ``group``."""
 
     def __init__(self, group: Any, manifest: dict[str, Any], classes: dict[str, list[str]],
-                 where: str) -> None:
+                 where: str, source: BlockSource | None = None) -> None:
         self.group = group
         self.manifest = manifest
         self.classes = classes
         self.where = where
+        self.source = source
         self._cache: dict[str, np.ndarray] = {}
 
     def corrupt(self, what: str) -> ModelFormatError:
@@ -326,6 +475,23 @@ class _Reader:
         """The array at ``path``, checked against the manifest before and after it is read."""
         if path in self._cache:
             return self._cache[path]
+        spec, node = self.opened(path)
+        try:
+            with quiet_zarr():
+                arr = np.asarray(node[...])
+        except Exception as exc:
+            raise self.corrupt(f"array {path!r} cannot be read ({exc})") from None
+        if list(arr.shape) != list(spec["shape"]) or arr.dtype.str != spec["dtype"]:
+            raise self.corrupt(f"array {path!r} has shape {arr.shape} and dtype {arr.dtype.str},"
+                               f" expected {tuple(spec['shape'])} and {spec['dtype']}")
+        if _checksum(arr) != spec["sha256"]:
+            raise self.corrupt(f"array {path!r} does not match its checksum")
+        arr = np.ascontiguousarray(arr)
+        self._cache[path] = arr
+        return arr
+
+    def opened(self, path: str) -> tuple[dict[str, Any], Any]:
+        """The manifest entry and Zarr array at ``path``, compared before anything is read."""
         spec = self.spec(path)
         try:
             node = self.group[path]
@@ -351,19 +517,7 @@ class _Reader:
         if missing:
             raise self.corrupt(f"{missing} of {node.nchunks} chunks of array {path!r} are "
                                "missing")
-        try:
-            with quiet_zarr():
-                arr = np.asarray(node[...])
-        except Exception as exc:
-            raise self.corrupt(f"array {path!r} cannot be read ({exc})") from None
-        if list(arr.shape) != list(spec["shape"]) or arr.dtype.str != spec["dtype"]:
-            raise self.corrupt(f"array {path!r} has shape {arr.shape} and dtype {arr.dtype.str},"
-                               f" expected {tuple(spec['shape'])} and {spec['dtype']}")
-        if _checksum(arr) != spec["sha256"]:
-            raise self.corrupt(f"array {path!r} does not match its checksum")
-        arr = np.ascontiguousarray(arr)
-        self._cache[path] = arr
-        return arr
+        return spec, node
 
     def strings(self, node: dict[str, Any]) -> np.ndarray:
         """A string array from JSON, without trusting its declared width."""
@@ -392,8 +546,12 @@ class _Reader:
             cls = self.check_class(node["class"])
             return _construct(cls, {k: self.value(v) for k, v in node["fields"].items()})
         if kind in ("list", "tuple"):
-            items = self.table(node["table"]) if "table" in node else [
-                self.value(v) for v in node["items"]]
+            if "blocks" in node:
+                items = self.blocks(node["blocks"])
+            elif "table" in node:
+                items = self.table(node["table"])
+            else:
+                items = [self.value(v) for v in node["items"]]
             return items if kind == "list" else tuple(items)
         if kind == "dict":
             return {k: self.value(v) for k, v in node["items"].items()}
@@ -410,6 +568,86 @@ class _Reader:
                 "it with that version or refit the model"
             )
         return cls
+
+    def blocks(self, node: dict[str, Any]) -> list[StoredBlock]:
+        """Handles of the saved direction blocks: their places checked here, bytes read later.
+
+        Before anything of the block data is read: the data array against its
+        manifest entry (dtype, shape, every chunk present), each block's byte
+        range within it, and each of its arrays' dtype (a numeric kind of at most
+        8 bytes), shape (at most two dimensions) and place within the block's
+        range; the directions' error bounds are read (a small array, checked
+        against its checksum) and cut per block.
+        """
+        if not isinstance(node, dict) or set(node) != {"data", "errors", "n", "items"}:
+            raise self.corrupt("its summary's blocks are not described as block data, error "
+                               "bounds, a row count and items")
+        data = node["data"]
+        spec, _ = self.opened(data)
+        if spec["dtype"] != "|u1" or len(spec["shape"]) != 1:
+            raise self.corrupt(f"array {data!r} is not a byte array")
+        size = spec["shape"][0]
+        n = node["n"]
+        if not _is_count(n) or n < 1:
+            raise self.corrupt("its summary's row count is not a positive integer")
+        errors = self.value(node["errors"])
+        if not (isinstance(errors, np.ndarray) and errors.dtype == np.float64
+                and errors.ndim == 1):
+            raise self.corrupt("its summary's error bounds are not a float64 vector")
+        items = node["items"]
+        if not isinstance(items, list):
+            raise self.corrupt("its summary's blocks are not a list")
+        out = []
+        start = 0
+        for i, item in enumerate(items):
+            block = self.stored_block(item, data, size, n, i)
+            if block.j0 != start or block.j1 > errors.size:
+                raise self.corrupt("its summary's blocks do not follow each other over the "
+                                   "directions of its error bounds")
+            start = block.j1
+            block.meta = BlockMeta(block.j0, block.j1, block.nbytes, n,
+                                   errors[block.j0:block.j1].copy(), -1)
+            out.append(block)
+        if start != errors.size:
+            raise self.corrupt(f"its summary's blocks cover {start} directions, its error "
+                               f"bounds {errors.size}")
+        return out
+
+    def stored_block(self, item: Any, data: str, size: int, n: int, index: int) -> StoredBlock:
+        """One block's handle, its byte range and arrays' places checked (nothing read)."""
+        if not isinstance(item, dict) or set(item) != {"class", "fields", "offset", "nbytes",
+                                                       "sha256"}:
+            raise self.corrupt("a block of its summary is not described as a class, fields, "
+                               "a byte range and a checksum")
+        cls = self.check_class(item["class"])
+        offset, nbytes, digest = item["offset"], item["nbytes"], item["sha256"]
+        if not (_is_count(offset) and _is_count(nbytes) and offset + nbytes <= size):
+            raise self.corrupt(f"a block's bytes lie beyond the end of {data!r}")
+        if not (isinstance(digest, str) and len(digest) == 64):
+            raise self.corrupt("a block's checksum is not a SHA-256")
+        fields = item["fields"]
+        if not isinstance(fields, dict) or sorted(fields) != sorted(self.classes[item["class"]]):
+            raise self.corrupt("a block's fields are not those of its class")
+        eager: dict[str, Any] = {}
+        for name, spec in fields.items():
+            if isinstance(spec, dict) and spec.get("kind") == "segment":
+                _segment_size(spec, nbytes, self.corrupt)
+            elif _is_scalar(spec) and not isinstance(spec, str):
+                eager[name] = spec
+            else:
+                raise self.corrupt(f"a block's field {name!r} is neither an array in its bytes "
+                                   "nor a number")
+        for name in ("j0", "j1"):
+            if not _is_count(eager.get(name)):
+                raise self.corrupt(f"a block's {name} is not a non-negative integer")
+        if eager["j1"] <= eager["j0"]:
+            raise self.corrupt("a block holds no direction")
+        return StoredBlock(self.source_for(data), item, _class_name(cls), eager, n, index)
+
+    def source_for(self, data: str) -> BlockSource:
+        if self.source is None:  # pragma: no cover - read_model always gives one
+            raise self.corrupt("its blocks cannot be read lazily from here")
+        return self.source._replace(data=data)
 
     def table(self, table: dict[str, Any]) -> list[Any]:
         cls = self.check_class(table["class"])
@@ -448,6 +686,29 @@ class _Reader:
         return out
 
 
+def _is_count(value: Any) -> bool:
+    """A non-negative int (not a bool)."""
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
+
+
+def _segment_size(spec: dict[str, Any], nbytes: int, refuse: Any) -> tuple[np.dtype, list[int]]:
+    """Dtype and shape of an array stored in a block's bytes, checked to lie within them."""
+    shape, offset = spec.get("shape"), spec.get("offset")
+    try:
+        dtype = np.dtype(spec["dtype"]) if isinstance(spec.get("dtype"), str) else None
+    except TypeError:
+        dtype = None
+    if (set(spec) != {"kind", "offset", "dtype", "shape"} or dtype is None
+            or dtype.kind not in ARRAY_KINDS or dtype.itemsize > 8 or dtype.str != spec["dtype"]
+            or dtype.byteorder == ">" or not isinstance(shape, list) or not 1 <= len(shape) <= 2
+            or not all(_is_count(k) for k in shape) or not _is_count(offset)
+            or offset % SEGMENT_ALIGN
+            or offset + dtype.itemsize * math.prod(shape) > nbytes):
+        raise refuse("a block's array is not a numeric array of at most two dimensions "
+                     "within the block's bytes")
+    return dtype, shape
+
+
 def _construct(cls: type, values: dict[str, Any]) -> Any:
     init = {f.name: values[f.name] for f in dataclasses.fields(cls) if f.init}
     obj = cls(**init)
@@ -455,6 +716,78 @@ def _construct(cls: type, values: dict[str, Any]) -> Any:
         if not f.init:
             object.__setattr__(obj, f.name, values[f.name])
     return obj
+
+
+class BlockSource(NamedTuple):
+    """Where a saved model's block data is: the store, its fsspec options, the data array."""
+
+    where: str
+    storage_options: dict[str, Any] | None
+    data: str
+
+
+class StoredBlock(BlockHandle):
+    """A direction block of a saved model, read from the store when it is needed.
+
+    Holds the store's address and the block's place in it (no arrays), so it
+    is cheap to keep on the client and to send to a worker, which then reads
+    the block itself (:func:`daskdepth.runtime.shards.hold`).  ``load`` reads
+    the block's byte range with one range read, checks its SHA-256, builds the
+    block and validates it (:meth:`BlockLeaves.validate
+    <daskdepth.summary.leaves.BlockLeaves.validate>`, its directions and error
+    bounds those the model was read with) before returning it: a modified or
+    truncated store is refused then, as it would be at load time.
+    """
+
+    def __init__(self, source: BlockSource, item: dict[str, Any], cls: str,
+                 eager: dict[str, Any], n: int, index: int) -> None:
+        super().__init__(int(eager["j0"]), int(eager["j1"]), int(item["nbytes"]))
+        self.source = source
+        self.item = item
+        self.cls = cls
+        self.eager = eager
+        self.n = int(n)
+        self.index = int(index)
+
+    def load(self) -> Any:
+        where = self.source.where
+        item = self.item
+        try:
+            node = open_node(_join(where, self.source.data), self.source.storage_options)
+            with quiet_zarr():
+                raw = np.asarray(node[item["offset"]:item["offset"] + item["nbytes"]])
+        except Exception as exc:
+            raise corrupted(where, f"the block data {self.source.data!r} cannot be read "
+                                   f"({exc}); save the model again or restore the store "
+                                   "from a copy") from None
+        raw = np.ascontiguousarray(raw, dtype=np.uint8)
+        if raw.size != item["nbytes"] or hashlib.sha256(raw).hexdigest() != item["sha256"]:
+            raise corrupted(where, f"a block of {self.source.data!r} does not match its "
+                                   "checksum; save the model again or restore the store from "
+                                   "a copy")
+        values = dict(self.eager)
+        for name, spec in item["fields"].items():
+            if isinstance(spec, dict) and spec.get("kind") == "segment":
+                dtype, shape = _segment_size(spec, raw.size, lambda what: corrupted(where, what))
+                start = int(spec["offset"])
+                count = math.prod(shape)
+                values[name] = raw[start:start + count * dtype.itemsize].view(dtype).reshape(
+                    shape)
+        block = _construct(_allowed_class(self.cls), values)
+        try:
+            block.validate(self.n)
+            errors = block.direction_errors(self.n)
+        except (ValueError, TypeError, AttributeError) as exc:
+            raise corrupted(where, f"its summary is invalid: block {self.index}: {exc}") from None
+        if (block.j0, block.j1) != (self.j0, self.j1) or not (
+                self.meta is not None and np.array_equal(errors, self.meta.errors)):
+            raise corrupted(where, f"its summary is invalid: block {self.index} does not have "
+                                   "the directions or error bounds the model was read with")
+        return block
+
+
+def _join(where: str, path: str) -> str:
+    return where.rstrip("/") + "/" + path
 
 
 # --------------------------------------------------------------------------- saving
@@ -526,22 +859,6 @@ def _chunks(arr: np.ndarray) -> tuple[int, ...]:
     return (rows, *(max(1, s) for s in arr.shape[1:]))
 
 
-def _write(doc: dict[str, Any], arrays: dict[str, np.ndarray], path: str | os.PathLike[str],
-           overwrite: bool) -> Path:
-    """Write the group to a temporary sibling of ``path``; move it into place when complete."""
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
-
-    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
-        # mode "a": the directory exists and holds SafeOutput's owner file
-        group = zarr.open_group(str(out.path), mode="a", zarr_format=3)
-        for apath, arr in arrays.items():
-            # every chunk, even one of fill values: readers refuse missing chunks
-            group.create_array(apath, data=arr, chunks=_chunks(arr),
-                               config={"write_empty_chunks": True})
-        group.attrs[ATTR] = doc
-        return out.commit()
-
-
 def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = False,
                metadata: dict[str, Any] | None = None) -> Path:
     """Save a fitted daskdepth estimator (:class:`~daskdepth.AIIRW`, :class:`~daskdepth.IRW`).
@@ -587,33 +904,38 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
     >>> bool((loaded.score_samples(X) == model.score_samples(X)).all())
     True
     """
+    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+
     _check_saveable(model)
     state = _fitted_state(model)
-    writer = _Writer()
-    params, dropped = _encode_params(model, writer)
-    encoded_state = _encode_state(state, writer)
-    if dropped:
-        warnings.warn(
-            "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
-            "stored without pickle; the saved model has their defaults (its fitted state is "
-            "complete: it scores identically)", UserWarning, stacklevel=3)
-    manifest = {p: {"dtype": a.dtype.str, "shape": list(a.shape), "sha256": _checksum(a)}
-                for p, a in writer.arrays.items()}
-    doc = {
-        "format": FORMAT_NAME,
-        "format_version": FORMAT_VERSION,
-        "estimator": type(model).__name__,
-        "params": params,
-        "unstored_params": dropped,
-        "state": encoded_state,
-        "classes": writer.classes,
-        "arrays": manifest,
-        "versions": versions(),
-        "created": utc_now(),
-        "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
-    }
-    doc["checksum"] = document_checksum(doc)  # also fails before writing anything on NaN
-    return _write(doc, writer.arrays, path, overwrite)
+    with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
+        # mode "a": the directory exists and holds SafeOutput's owner file
+        group = zarr.open_group(str(out.path), mode="a", zarr_format=3)
+        writer = _Writer(group)
+        params, dropped = _encode_params(model, writer)
+        encoded_state = _encode_state(state, writer)
+        if dropped:
+            warnings.warn(
+                "parameters " + ", ".join(f"{k}={v}" for k, v in dropped.items()) + " cannot be "
+                "stored without pickle; the saved model has their defaults (its fitted state is "
+                "complete: it scores identically)", UserWarning, stacklevel=3)
+        doc = {
+            "format": FORMAT_NAME,
+            "format_version": FORMAT_VERSION,
+            "estimator": type(model).__name__,
+            "params": params,
+            "unstored_params": dropped,
+            "state": encoded_state,
+            "classes": writer.classes,
+            "arrays": writer.manifest,
+            "versions": versions(),
+            "created": utc_now(),
+            "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
+        }
+        # also fails on NaN before the store is moved into place
+        doc["checksum"] = document_checksum(doc)
+        group.attrs[ATTR] = doc
+        return out.commit()
 
 
 # --------------------------------------------------------------------------- reading
@@ -683,8 +1005,8 @@ def _open_model(path: str | os.PathLike[str],
         raise ModelFormatError(
             f"the model {where!r} has format version {version} (written by daskdepth "
             f"{writer or 'an older version'}), an older layout that this daskdepth no longer "
-            f"reads: its attributes are not covered by a checksum. Refit the model and save it "
-            f"again (format version {FORMAT_VERSION})"
+            f"reads: {OLDER_LAYOUTS.get(version, 'another layout')}. Refit the model and save "
+            f"it again (format version {FORMAT_VERSION})"
         )
     unknown = sorted(str(k) for k in doc if k not in DOCUMENT_KEYS)
     if unknown:
@@ -798,7 +1120,9 @@ def read_model(path: str | os.PathLike[str],
         if not isinstance(name, str):
             raise TypeError(f"the estimator name is a {type(name).__name__}")
         _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
-        reader = _Reader(opened.group, doc["arrays"], doc["classes"], where)
+        store = where if is_url(where) else str(local_path(where))
+        reader = _Reader(opened.group, doc["arrays"], doc["classes"], where,
+                         BlockSource(store, storage_options, ""))
         params = {k: reader.value(v) for k, v in doc["params"].items()}
         state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
+from .blocks import BlockHandle, is_handle
 from .leaves import BlockLeaves, _check_array, _check_int
 from .rows import prepare_rows
 from .sorted import BlockSorted
@@ -40,12 +42,14 @@ class DepthSummary:
     """Everything needed to score points: centring, directions and block summaries.
 
     A block is a :class:`~daskdepth.summary.leaves.BlockLeaves` (leaf summaries)
-    or a :class:`~daskdepth.summary.sorted.BlockSorted` (sorted projections, exact).
+    or a :class:`~daskdepth.summary.sorted.BlockSorted` (sorted projections, exact),
+    or a :class:`~daskdepth.summary.blocks.BlockHandle` of one whose arrays live
+    elsewhere (a worker's memory, a saved model's store), which scores alike.
     """
 
     location: np.ndarray
     directions: np.ndarray
-    blocks: list[BlockLeaves | BlockSorted]
+    blocks: list[Any]
     n: int
 
     @property
@@ -60,7 +64,10 @@ class DepthSummary:
         order, each checked by its ``validate`` (:meth:`BlockLeaves.validate
         <daskdepth.summary.leaves.BlockLeaves.validate>`, :meth:`BlockSorted.validate
         <daskdepth.summary.sorted.BlockSorted.validate>`).  Run before any kernel
-        reads the summary.
+        reads the summary.  A block read lazily (a
+        :class:`~daskdepth.summary.blocks.BlockHandle`, e.g. of a saved model) is
+        checked here from what is known of it (its directions, and its error
+        bounds for ``n`` rows), and validated by its ``load`` before it is used.
 
         Raises
         ------
@@ -82,6 +89,10 @@ class DepthSummary:
             raise ValueError("blocks is not a non-empty list")
         start = 0
         for i, block in enumerate(self.blocks):
+            if is_handle(block):  # validated by its load, before any kernel reads it
+                _check_handle(block, i, start, self.n)
+                start = block.j1
+                continue
             if type(block) not in (BlockLeaves, BlockSorted):
                 raise ValueError(f"block {i} is a {type(block).__name__}, not a BlockLeaves "
                                  "or a BlockSorted")
@@ -146,10 +157,20 @@ class DepthSummary:
         for b in self.blocks:
             b.score_squares_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]),
                                  rows.valid, total, squares)
+        depth, std = self.depth_and_std_of_totals(total, squares)
+        return rows.expand(depth), rows.expand(std)
+
+    def depth_and_std_of_totals(self, total: np.ndarray,
+                                squares: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """Depths and standard errors from per-row sums of ``min(L, G)`` and of its squares.
+
+        The arithmetic :meth:`depth_and_std` does after adding up the directions
+        (also used by the sharded scoring, for the same bits).
+        """
         m = self.directions.shape[0]
         var = np.maximum(squares - total * (total / m), 0.0) / max(m - 1, 1)  # in rows^2
         # The depth divided exactly as depth() does: the same bits.
-        return rows.expand(total / (self.n * m)), rows.expand(np.sqrt(var / m) / self.n)
+        return total / (self.n * m), np.sqrt(var / m) / self.n
 
     def min_depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         """Smallest ``min(L_j, G_j) / n`` over the directions (random halfspace depth), per row."""
@@ -158,4 +179,25 @@ class DepthSummary:
         for b in self.blocks:
             b.score_min_into(rows.x, np.ascontiguousarray(self.directions[b.j0:b.j1]),
                              rows.valid, out)
-        return rows.expand(out / self.n)
+        return rows.expand(self.min_depth_of_totals(out))
+
+    def min_depth_of_totals(self, smallest: np.ndarray) -> np.ndarray:
+        """Halfspace depths from per-row minima over the directions of ``min(L, G)`` (in rows)."""
+        return smallest / self.n
+
+
+def _check_handle(block: BlockHandle, i: int, start: int, n: int) -> None:
+    """A block read lazily: its directions follow ``start``, its error bounds are for ``n``."""
+    if not (isinstance(block.j0, int) and isinstance(block.j1, int) and block.j0 == start
+            and block.j1 > block.j0):
+        raise ValueError(f"block {i} starts at direction {block.j0}, not {start}")
+    meta = block.meta
+    if meta is not None and meta.n != n:
+        raise ValueError(f"block {i} was stored for {meta.n} rows, not the {n} the summary was "
+                         "fitted on")
+    errors = None if meta is None else meta.errors
+    if (meta is None or not isinstance(errors, np.ndarray)
+            or errors.dtype != np.float64 or errors.shape != (block.mb,)
+            or not (np.isfinite(errors).all() and (errors >= 0).all() and (errors <= 1).all())):
+        raise ValueError(f"block {i}: its error bounds are not {block.mb} values in [0, 1] for "
+                         f"the {n} rows of the summary")

@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.leaves import finish_leaves, plan_cuts, tabulate_leaves
+from ..kernels.leaves import finish_leaves, plan_cuts, recover_counts, tabulate_leaves
 from ..kernels.routing import (
     PAD,
     PROJECT_MAX_D,
@@ -37,9 +37,20 @@ from ..kernels.routing import (
 )
 from .rows import Rows
 
-#: Guide grid cells per direction: four per key (measured: fewer leave several
-#: keys per cell on clustered data and the search runs longer), within limits.
+#: Guide grid cells per direction: at most four per key (measured: fewer leave
+#: several keys per cell on clustered data and the search runs longer), within
+#: limits; one or two per key when that leaves no cell with more than
+#: :data:`GUIDE_CELL_KEYS` keys (evenly spread keys: the same speed for a half or
+#: a quarter of the table's memory, which matters for large summaries).
 GUIDE_PER_KEY = 4
+
+
+GUIDE_TRY_PER_KEY = (1, 2)
+
+
+#: Keys a guide cell may hold for the routing search to stay in its branch-free
+#: window of eight keys (:func:`daskdepth.kernels.routing.route_tile`).
+GUIDE_CELL_KEYS = 7
 
 
 GUIDE_MIN = 256
@@ -86,6 +97,9 @@ class LeafCounts:
 
     counts: np.ndarray
     ext: np.ndarray
+    #: The last row chunk added in place by a chained pass (-1: none), so that a
+    #: link run again on the same counts does not add its chunk twice.
+    upto: int = -1
 
     @classmethod
     def empty(cls, n_leaves: int, mb: int) -> LeafCounts:
@@ -116,8 +130,11 @@ class Guide(NamedTuple):
     table: np.ndarray
 
 
-def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
+def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
+           per_key: int = GUIDE_PER_KEY) -> Guide:
     """Guide grid of each direction, from its (padded) keys, and its table.
+
+    ``g``: ``per_key`` cells per key of the direction with the most keys, within limits.
 
     Linear over the keys between the :data:`GUIDE_QUANTILE` ranks; where that
     leaves more than :data:`GUIDE_SCAN_MAX` keys to scan per lookup (heavy tails,
@@ -127,7 +144,7 @@ def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
     """
     nk = np.diff(cptr)
     mb = nk.size
-    g = int(min(GUIDE_MAX, max(GUIDE_MIN, GUIDE_PER_KEY * int(nk.max(initial=0)))))
+    g = int(min(GUIDE_MAX, max(GUIDE_MIN, per_key * int(nk.max(initial=0)))))
     lo = np.zeros(mb)
     scale = np.ones(mb)
     log = np.zeros((mb, 2))
@@ -203,11 +220,14 @@ class BlockLeaves:
     keys) ``cuts[cptr[jj]:cptr[jj + 1]]`` and the leaves ``lptr[jj]:lptr[jj + 1]``
     (one more than cuts); they are stored padded, as ``keys``, with ``PAD``
     sentinels after each direction (:func:`daskdepth.kernels.routing.pad_keys`).
-    ``keys``, ``g``, ``g_lo``, ``g_scale``, ``g_log`` and ``table`` are the routing structure
-    of :func:`daskdepth.kernels.routing.route_tile`.  Once fitted, ``counts`` holds
-    the rows of each leaf, ``ext`` each direction's smallest and largest value, ``lut``
-    the estimated ``min(L, G)`` of any point in each leaf (:meth:`finished`), which is
-    all that scoring reads, and ``worst`` each direction's largest leaf that is not an atom.
+    ``keys``, ``g``, ``g_lo``, ``g_scale``, ``g_log`` and ``table`` are the routing
+    structure of :func:`daskdepth.kernels.routing.route_tile`.  Once finished, ``ext``
+    holds each direction's smallest and largest value, ``lut`` the estimated
+    ``min(L, G)`` of any point in each leaf (:meth:`finished`), which is all that
+    scoring reads, ``worst`` each direction's largest leaf that is not an atom, and
+    ``counts`` the rows of each leaf while the fit may still split leaves; a fitted
+    summary drops them (:meth:`without_counts`: a sixth of its memory, and nothing
+    reads them; :meth:`validate` recovers them from ``lut``).
     """
 
     j0: int
@@ -258,8 +278,13 @@ class BlockLeaves:
     @property
     def nbytes(self) -> int:
         arrays = [self.g_lo, self.g_scale, self.g_log, self.cptr, self.keys, self.table,
-                  self.counts, self.ext, self.lut]
+                  self.counts, self.ext, self.lut, self.worst]
         return sum(a.nbytes for a in arrays if a is not None)
+
+    def __sizeof__(self) -> int:
+        # What dask's sizeof reports: the scheduler then counts a block's real size when
+        # it places and steals tasks (a block held by one worker stays there).
+        return object.__sizeof__(self) + self.nbytes
 
     # ---------------------------------------------------------------- construction
 
@@ -275,7 +300,11 @@ class BlockLeaves:
         """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
         kptr = cptr + PAD * np.arange(mb + 1)
-        guide = _guide(cptr, kptr, keys)
+        for per_key in (*GUIDE_TRY_PER_KEY, GUIDE_PER_KEY):
+            guide = _guide(cptr, kptr, keys, per_key)
+            if per_key == GUIDE_PER_KEY or int(np.diff(guide.table, axis=1).max(
+                    initial=0)) <= GUIDE_CELL_KEYS:
+                break
         return cls(j0, j1, cptr, guide.g, guide.lo, guide.scale, guide.log, keys, guide.table)
 
     @classmethod
@@ -297,11 +326,14 @@ class BlockLeaves:
         (``cptr`` from 0, non-decreasing, so every direction's keys and leaves
         lie in ``keys`` and ``counts``); each direction's keys finite and
         increasing, followed by the ``+inf`` padding that ends every search;
-        the routing structure (``g``, ``g_lo``, ``g_scale``, ``table``) equal to
+        the routing structure (``g``, ``g_lo``, ``g_scale``, ``g_log``, ``table``) equal to
         the one :meth:`from_keys` builds from the keys; the leaf counts finite,
         non-negative and adding up to ``n`` in every direction; and ``lut`` and
         ``worst`` equal to what the counts give (so scores lie in ``[0, 1]`` and
-        the error bound is the one the counts certify).
+        the error bound is the one the counts certify).  A fitted block holds no
+        counts: they are recovered from ``lut``
+        (:func:`daskdepth.kernels.leaves.recover_counts`), and refused when no
+        counts give ``lut``; then checked as stored ones.
 
         Raises
         ------
@@ -333,10 +365,19 @@ class BlockLeaves:
         _check_int(self.g, "g", 0)
         if (self.g != built.g
                 or not _same(self.g_lo, built.g_lo) or not _same(self.g_scale, built.g_scale)
-                or not _same(self.table, built.table)):
-            raise ValueError("the guide grid (g, g_lo, g_scale, table) does not match the keys")
+                or not _same(self.g_log, built.g_log) or not _same(self.table, built.table)):
+            raise ValueError("the guide grid (g, g_lo, g_scale, g_log, table) does not match "
+                             "the keys")
         n_leaves = n_keys + mb
-        counts = _check_array(self.counts, "counts", (np.float32, np.float64), (n_leaves,))
+        if self.counts is None:  # a fitted block: its counts follow from lut
+            lut = _check_array(self.lut, "lut", (np.float32, np.float64), (n_leaves,))
+            counts = np.empty(n_leaves)
+            if not recover_counts(cptr, keys, lut, n, counts):
+                raise ValueError("the tabulated scores (lut) are not those of any leaf counts "
+                                 f"adding up to the {n} rows the summary was fitted on")
+        else:
+            counts = _check_array(self.counts, "counts", (np.float32, np.float64), (n_leaves,))
+            lut = _check_array(self.lut, "lut", (counts.dtype.type,), (n_leaves,))
         if not (np.isfinite(counts).all() and (counts >= 0).all()):
             raise ValueError("leaf counts must be finite and non-negative")
         totals = np.add.reduceat(counts.astype(np.float64), self.lptr[:-1])
@@ -344,7 +385,6 @@ class BlockLeaves:
             raise ValueError(f"a direction's leaf counts add up to {totals[totals != n][0]:g} "
                              f"rows, not the {n} the summary was fitted on")
         _check_array(self.ext, "ext", (np.float64,), (mb, 2))
-        lut = _check_array(self.lut, "lut", (counts.dtype.type,), (n_leaves,))
         worst = _check_array(self.worst, "worst", (np.float64,), (mb,))
         want_lut, want_worst = np.empty_like(lut), np.zeros(mb)
         tabulate_leaves(cptr, keys, counts, want_lut, want_worst)
@@ -415,6 +455,15 @@ class BlockLeaves:
             self.cptr, self.keys, rows, leaf_counts.ext, -1.0 if cap is None else float(cap), like)
         out = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
         return replace(out, counts=counts, ext=leaf_counts.ext, lut=lut, worst=worst)
+
+    def without_counts(self) -> BlockLeaves:
+        """This finished block without its leaf counts (what scoring and the bound need)."""
+        return replace(self, counts=None)
+
+    def heavy(self, cap: float) -> bool:
+        """Whether a direction has a leaf of more than ``cap`` rows that is not an atom."""
+        assert self.worst is not None
+        return bool((self.worst > cap).any())
 
     @property
     def leaf_counts(self) -> LeafCounts:
@@ -527,8 +576,9 @@ def _check_array(value: object, name: str, dtypes: tuple[type, ...],
 
 
 def _same(a: np.ndarray, b: np.ndarray) -> bool:
-    """Same dtype, shape and values."""
-    return a.dtype == b.dtype and a.shape == b.shape and bool(np.array_equal(a, b))
+    """Same dtype, shape and values (``a`` may be anything)."""
+    return (isinstance(a, np.ndarray) and a.dtype == b.dtype and a.shape == b.shape
+            and bool(np.array_equal(a, b)))
 
 
 def _projection(xc: np.ndarray, v: np.ndarray) -> Projection:

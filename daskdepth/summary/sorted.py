@@ -58,6 +58,10 @@ class BlockSorted:
     def nbytes(self) -> int:
         return int(self.values.nbytes)
 
+    def __sizeof__(self) -> int:
+        # What dask's sizeof reports (see BlockLeaves.__sizeof__).
+        return object.__sizeof__(self) + self.nbytes
+
     @classmethod
     def fit(cls, columns: np.ndarray, v: np.ndarray, j0: int,
             j1: int) -> tuple[BlockSorted, np.ndarray]:

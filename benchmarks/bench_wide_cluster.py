@@ -1,0 +1,222 @@
+"""Wide data on a small cluster: fit + score with the defaults, and the workers' peak memory.
+
+Writes an ``n x d`` float64 Zarr store of Gaussian rows (store chunks of
+2**16 rows), starts a ``LocalCluster`` of ``--workers`` single-threaded worker
+processes with ``--memory-limit`` each, fits ``IRW`` (defaults: ``m = 100 d``,
+``tol = 1e-4``) on the store and scores every row of it, and records:
+
+- wall time of the fit and of the scoring, and the time per (row, direction)
+  per core (``wall * workers / (n * m)``);
+- the peak resident memory of each worker process, sampled every 0.1 s with
+  psutil from this process (and the workers' own ``getrusage`` peak);
+- keys spilled to disk, and any log line of a worker or nanny that says it
+  spilled, paused, was restarted or ran short of memory (this process's
+  standard error, which the worker processes share, is captured to a file);
+- warnings raised by the fit (e.g. ``SummaryMemoryWarning``);
+- the summary's size and how it is spread over the workers.
+
+Usage::
+
+    python benchmarks/bench_wide_cluster.py [--rows 1e6] [--features 40]
+        [--workers 2] [--memory-limit 1GiB] [--n-directions M] [--tol 1e-4]
+        [--json results.jsonl]
+
+The issue's target: ``--rows 1e6 --features 40`` with the defaults completes
+with no spill, pause or restart and no memory warning.  Compare with
+``--features 5`` for the time per (row, direction) on narrow data.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import threading
+import time
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+
+from proccluster import PRESSURE_MARKS, worker_report  # noqa: E402 - the tests' probes
+
+#: Rows per store chunk.
+STORE_CHUNK = 1 << 16
+
+#: Log lines of dask that mean memory pressure, besides proccluster's marks.
+MORE_MARKS = ("Unmanaged memory use is high", "Worker exceeded", "Memory use is high",
+              "KilledWorker", "spill")
+
+
+def write_store(path: Path, n: int, d: int, seed: int = 0) -> float:
+    """Write correlated Gaussian rows chunk by chunk (bounded memory); returns seconds."""
+    import zarr
+
+    start = time.perf_counter()
+    arr = zarr.create_array(str(path), shape=(n, d), chunks=(min(n, STORE_CHUNK), d),
+                            dtype="float64")
+    mix = np.eye(d) + 0.3 * np.random.default_rng(seed).normal(size=(d, d))
+    step = STORE_CHUNK * 4
+    for i0 in range(0, n, step):
+        i1 = min(n, i0 + step)
+        arr[i0:i1] = np.random.default_rng([seed, i0]).standard_normal((i1 - i0, d)) @ mix.T
+    return time.perf_counter() - start
+
+
+class RssSampler:
+    """Peak resident memory of the given processes, sampled in a thread."""
+
+    def __init__(self, pids: dict[str, int], every: float = 0.1) -> None:
+        import psutil
+
+        self.procs = {k: psutil.Process(p) for k, p in pids.items()}
+        self.peak = {k: 0 for k in pids}
+        self.every = every
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            for k, p in self.procs.items():
+                try:
+                    self.peak[k] = max(self.peak[k], p.memory_info().rss)
+                except Exception:  # noqa: BLE001 - a process that ended (a restart)
+                    pass
+            self._stop.wait(self.every)
+
+    def __enter__(self) -> RssSampler:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
+    import dask.array as da
+    from distributed import Client, LocalCluster
+
+    import daskdepth
+
+    n, d = int(args.rows), args.features
+    m = args.n_directions or 100 * d
+    store = root / "x.zarr"
+    write_s = write_store(store, n, d)
+    log = root / "stderr.log"
+    saved = os.dup(2)
+    with open(log, "wb") as f:
+        os.dup2(f.fileno(), 2)
+    try:
+        with LocalCluster(n_workers=args.workers, threads_per_worker=1, processes=True,
+                          memory_limit=args.memory_limit, dashboard_address=":0") as lc, \
+                Client(lc) as client:
+            pids = client.run(os.getpid)
+            rss_start = client.run(lambda: __import__("psutil").Process().memory_info().rss)
+            x = da.from_zarr(str(store))
+            with RssSampler(pids) as sampler, warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                t0 = time.perf_counter()
+                model = daskdepth.IRW(n_directions=m, tol=args.tol, random_state=0).fit(x)
+                t1 = time.perf_counter()
+                depth = model.score_samples(x).compute()
+                t2 = time.perf_counter()
+            summary = model.summary_
+            held = _summary_per_worker(client, summary)
+            reports = client.run(worker_report)
+            workers_at_end = len(client.scheduler_info(n_workers=-1)["workers"])
+            del model, summary
+    finally:
+        os.dup2(saved, 2)
+        os.close(saved)
+    text = log.read_text(errors="replace")
+    pressure = [ln for ln in text.splitlines()
+                if any(mark in ln for mark in (*PRESSURE_MARKS, *MORE_MARKS))]
+    limit = max(r["memory_limit"] for r in reports.values())
+    fit_s, score_s = t1 - t0, t2 - t1
+    cores = args.workers
+    return {
+        "rows": n, "features": d, "n_directions": m, "tol": args.tol,
+        "workers": args.workers, "memory_limit": limit, "write_s": round(write_s, 1),
+        "fit_s": round(fit_s, 1), "score_s": round(score_s, 1),
+        "ns_per_row_direction_core": round(1e9 * (fit_s + score_s) * cores / (n * m), 1),
+        "peak_rss_sampled": sorted(sampler.peak.values()),
+        "peak_rss_getrusage": sorted(r["peak_rss"] for r in reports.values()),
+        "rss_at_start": sorted(rss_start.values()),
+        "spilled_keys": sum(r["spilled"] for r in reports.values()),
+        "workers_at_end": workers_at_end, "pressure_log_lines": pressure[:20],
+        "warnings": [f"{w.category.__name__}: {w.message}" for w in caught][:10],
+        "summary_bytes": held["total"], "summary_bytes_per_worker": held["per_worker"],
+        "depth_finite": bool(np.isfinite(depth).all()), "depth_max": float(depth.max()),
+    }
+
+
+def _summary_per_worker(client: Any, summary: Any) -> dict[str, Any]:
+    """Total summary bytes and the bytes of the blocks each worker holds."""
+    futures = [b.future for b in summary.blocks if hasattr(b, "future")]
+    per_worker: dict[str, int] = {}
+    if futures:
+        who = client.who_has(futures)
+        for b in summary.blocks:
+            for w in who.get(b.future.key, ()):
+                per_worker[w] = per_worker.get(w, 0) + b.nbytes
+    return {"total": int(summary.nbytes), "per_worker": sorted(per_worker.values())}
+
+
+def _mib(b: float) -> str:
+    return f"{b / 2**20:,.0f}"
+
+
+def table_row(r: dict[str, Any]) -> str:
+    ok = "no" if not r["pressure_log_lines"] and r["spilled_keys"] == 0 \
+        and r["workers_at_end"] == r["workers"] else "YES"
+    warned = "; ".join(r["warnings"]) or "none"
+    shares = " / ".join(_mib(b) for b in r["summary_bytes_per_worker"])
+    return (f"| {r['rows']:.0e} x {r['features']} | {r['n_directions']:,} | "
+            f"{r['workers']} x {_mib(r['memory_limit'])} | {r['fit_s']:.1f} | "
+            f"{r['score_s']:.1f} | {r['ns_per_row_direction_core']:.0f} | "
+            f"{' / '.join(_mib(b) for b in r['peak_rss_sampled'])} | "
+            f"{_mib(r['summary_bytes'])} ({shares}) "
+            f"| {ok} | {warned} |")
+
+
+HEADER = ("| data | m | workers x limit (MiB) | fit (s) | score (s) | ns per (row, direction) "
+          "per core | peak worker RSS (MiB) | summary MiB (per worker) | spill/pause/restart "
+          "| warnings |\n|---|---:|---|---:|---:|---:|---|---|:---:|---|")
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--rows", type=float, default=1e6)
+    p.add_argument("--features", type=int, default=40)
+    p.add_argument("--workers", type=int, default=2)
+    p.add_argument("--memory-limit", default="1GiB")
+    p.add_argument("--n-directions", type=int, default=None, help="default: 100 x features")
+    p.add_argument("--tol", type=float, default=1e-4)
+    p.add_argument("--json", help="append the result as one JSON line to this file")
+    p.add_argument("--workdir", help="directory for the temporary store")
+    args = p.parse_args(argv)
+    tmp = tempfile.mkdtemp(prefix="daskdepth-wide-", dir=args.workdir)
+    try:
+        result = run(args, Path(tmp))
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
+    result["load_average"] = os.getloadavg()
+    print(HEADER)
+    print(table_row(result))
+    print(json.dumps(result))
+    if args.json:
+        with open(args.json, "a") as f:
+            f.write(json.dumps(result) + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

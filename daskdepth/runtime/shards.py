@@ -1,0 +1,321 @@
+"""Direction blocks kept on the cluster: each in one worker's memory, never gathered whole.
+
+With a distributed client, the blocks a fit computes stay on the workers that
+computed them; the client keeps a :class:`ClusterBlock` per block (its
+:class:`~daskdepth.summary.blocks.BlockMeta` and the future of the block).
+The passes that read blocks run their tasks per *shard*: the blocks of one
+worker, taken together (:func:`shards`), so rows move to the blocks and blocks
+never move.  Blocks are spread over the workers in contiguous runs
+(:func:`realize` with ``spread``), so the summary memory per worker falls as
+workers are added.  Blocks held in this process (local schedulers, a model
+fitted without a cluster) are handed to the graph as keys.
+
+A lost worker costs recomputation only: block futures come from task graphs,
+which the scheduler keeps and reruns for lost keys.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid
+import warnings
+from collections.abc import Sequence
+from typing import Any, NamedTuple
+
+import dask
+import dask.array as da
+from dask.delayed import Delayed, delayed
+from distributed import Future, wait
+
+from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
+from .client import active_client
+
+
+class ClusterBlock(BlockHandle):
+    """A direction block held in the memory of a worker of the client that computed it.
+
+    ``load`` fetches it (one block at a time: :class:`DepthSummary
+    <daskdepth.summary.depth.DepthSummary>` methods called on the client score
+    with it); the passes read it where it is through ``future``.
+    """
+
+    def __init__(self, future: Future, meta: BlockMeta) -> None:
+        super().__init__(meta.j0, meta.j1, meta.nbytes, meta)
+        self.future = future
+
+    def load(self) -> Any:
+        client = self.future.client
+        if getattr(client, "status", "running") not in ("running", "connecting"):
+            raise RuntimeError(
+                f"direction block {self.j0}..{self.j1 - 1} of this model's summary lives on a "
+                "cluster whose client is closed: a model fitted on a cluster keeps its summary "
+                "there. Save it (model.save) while the client is connected, then load it "
+                "anywhere, or refit"
+            )
+        return self.future.result()
+
+
+def share(obj: Any, name: str) -> Any:
+    """A read-only object many tasks read: a graph key, or on a cluster its future.
+
+    On a cluster the object is sent once, as a task of its own (not scattered:
+    the scheduler keeps the task, so blocks computed from it can be recomputed
+    if a worker is lost, also after the future is released), and later graphs
+    refer to the future instead of sending the object again.  Its key is
+    ``name`` with a unique suffix there (as :func:`daskdepth.runtime.client.broadcast`
+    does: a key reused soon after an earlier job released it could meet that
+    release on the scheduler).
+    """
+    client = active_client()
+    if client is None:
+        return delayed(obj, name=name, traverse=False)
+    literal = delayed(obj, name=f"{name}-{uuid.uuid4().hex[:12]}", traverse=False)
+    with warnings.catch_warnings():
+        # The object is sent on purpose, once; dask warns about any graph over 10 MB.
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        return client.compute(literal)
+
+
+def _load(block: BlockHandle) -> Any:
+    return block.load()
+
+
+def graph_ref(block: Any, name: str) -> Any:
+    """What a task takes to read ``block``: a future, a load task or a graph key.
+
+    A :class:`ClusterBlock` is read where it is (fetched by a load task under
+    a local scheduler); another handle (a saved model's block) is loaded by a
+    task, once per graph; a block in this process becomes a key of the graph
+    (shared by reference on the local schedulers, sent to one worker by a
+    distributed scheduler).
+    """
+    if isinstance(block, ClusterBlock) and block.future.client is active_client():
+        return block.future
+    if is_handle(block):
+        return delayed(_load, pure=True)(block, dask_key_name=name)
+    return delayed(block, name=name, traverse=False)
+
+
+def _workers(client: Any) -> list[str]:
+    """Addresses of the connected workers, in a fixed order."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # pragma: no cover - an older client signature
+        info = client.scheduler_info()
+    return sorted(info["workers"])
+
+
+def spread_runs(count: int, workers: int) -> list[range]:
+    """``count`` items cut into ``workers`` contiguous runs of nearly equal length.
+
+    Examples
+    --------
+    >>> [list(r) for r in spread_runs(5, 2)]
+    [[0, 1, 2], [3, 4]]
+    """
+    workers = max(1, min(workers, count)) if count else 1
+    bounds = [(count * w + workers - 1) // workers for w in range(workers + 1)]
+    return [range(bounds[w], bounds[w + 1]) for w in range(workers)]
+
+
+def spread_owner(index: int, total: int, workers: int) -> int:
+    """The worker (0 .. workers - 1) of item ``index`` of ``total`` spread in contiguous runs.
+
+    The runs of :func:`spread_runs`, item by item, so that items computed in
+    several batches (the waves of a fit) are spread as if computed at once.
+
+    Examples
+    --------
+    >>> [spread_owner(i, 5, 2) for i in range(5)]
+    [0, 0, 0, 1, 1]
+    """
+    return next(w for w, run in enumerate(spread_runs(total, workers)) if index in run)
+
+
+def compute_spread(client: Any, tasks: Sequence[Delayed],
+                   place: tuple[int, int] | None = None) -> list[Future]:
+    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost).
+
+    ``place`` is ``(first, total)`` when the tasks are items ``first ..`` of
+    ``total`` spread over several calls: each goes to the worker of its place
+    among all of them (:func:`spread_owner`), so that the runs stay even.
+    """
+    workers = _workers(client)
+    if len(workers) <= 1:
+        return list(client.compute(list(tasks)))
+    first, total = place if place is not None else (0, len(tasks))
+    owners = [spread_owner(first + i, total, len(workers)) for i in range(len(tasks))]
+    out: list[Future | None] = [None] * len(tasks)
+    for w, addr in enumerate(workers):
+        run = [i for i, o in enumerate(owners) if o == w]
+        if not run:
+            continue
+        futures = client.compute([tasks[i] for i in run], workers=[addr],
+                                 allow_other_workers=True)
+        for i, f in zip(run, futures, strict=True):
+            out[i] = f
+    return [f for f in out if f is not None]
+
+
+def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
+            finished: bool = True, place: tuple[int, int] | None = None,
+            keep: bool = True) -> list[Any]:
+    """Compute direction blocks: here (local schedulers) or kept on the cluster.
+
+    Without ``keep``, blocks computed on a cluster come back to this process
+    (a summary small enough to be copied to every worker,
+    :func:`daskdepth.runtime.memory.shard_summary`).
+
+    On a distributed client each block stays on its worker and comes back as a
+    :class:`ClusterBlock` with its :class:`~daskdepth.summary.blocks.BlockMeta`
+    (computed there by tasks named ``(name, i)``); only the metadata travels.
+    With ``spread``, the blocks are computed in contiguous runs per worker
+    (for blocks whose inputs sit on one worker, such as the pilot's sample);
+    ``place`` as for :func:`compute_spread`.  ``finished`` says whether the
+    blocks' leaves are counted (their error bounds are then part of the
+    metadata).
+    """
+    client = active_client()
+    if client is None:
+        return list(dask.compute(*blocks))
+    if not keep:
+        return list(client.gather(client.compute(list(blocks))))
+    futures = (compute_spread(client, blocks, place) if spread
+               else list(client.compute(list(blocks))))
+    metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
+             for i, f in enumerate(futures)]
+    meta_futures = client.compute(metas)
+    values = client.gather(meta_futures)
+    del meta_futures
+    return [ClusterBlock(f, meta) for f, meta in zip(futures, values, strict=True)]
+
+
+def hold(blocks: Sequence[Any], name: str) -> list[Future]:
+    """Futures of ``blocks`` on the active cluster, each block held by one worker.
+
+    :class:`ClusterBlock` futures as they are; other handles loaded by tasks
+    spread over the workers; blocks of this process scattered (one copy each,
+    in contiguous runs per worker).
+    """
+    client = active_client()
+    assert client is not None, "hold() needs a distributed client"
+    out: list[Any] = [None] * len(blocks)
+    loads = [i for i, b in enumerate(blocks) if is_handle(b) and not isinstance(b, ClusterBlock)]
+    local = [i for i, b in enumerate(blocks) if not is_handle(b)]
+    for i, b in enumerate(blocks):
+        if isinstance(b, ClusterBlock):
+            if b.future.client is not client:
+                b.load()  # raises the clear error when that client is closed
+                local.append(i)
+            else:
+                out[i] = b.future
+    if loads:
+        tasks = [delayed(_load, pure=True)(blocks[i], dask_key_name=(name, i)) for i in loads]
+        for i, f in zip(loads, compute_spread(client, tasks), strict=True):
+            out[i] = f
+    if local:
+        local.sort()
+        workers = _workers(client)
+        runs = spread_runs(len(local), max(1, len(workers)))
+        for addr, run in zip(workers or [None], runs, strict=False):
+            items = [blocks[local[k]] for k in run]
+            items = [b.load() if is_handle(b) else b for b in items]
+            if not items:
+                continue
+            # Scattered under the caller's name (the dashboard shows the verb, not the
+            # block's type), unique as broadcast's keys are.
+            keys = [f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}" for k in run]
+            futures = client.scatter(dict(zip(keys, items, strict=True)),
+                                     workers=[addr] if addr else None)
+            for k, key in zip(run, keys, strict=True):
+                out[local[k]] = futures[key]
+    wait(out)
+    return out
+
+
+class Shard(NamedTuple):
+    """Blocks (indices, in block order) read together, and the worker that holds them."""
+
+    worker: str | None
+    blocks: list[int]
+
+
+def shards(futures: Sequence[Future], *, keep_order: bool,
+           by_thread: bool = False) -> list[Shard]:
+    """Blocks grouped by the worker that holds them, in the order of their first block.
+
+    With ``keep_order``, each group is a run of consecutive blocks on one
+    worker (so that groups processed in order visit the blocks in order);
+    otherwise all the blocks of a worker form one group, or with
+    ``by_thread`` one group per thread of the worker (contiguous parts of its
+    blocks), for passes that process a group's row chunks one after the
+    other.  Tasks that read a shard run on its worker (:func:`on_worker`).
+    """
+    if not futures:
+        return []
+    client = futures[0].client
+    who = client.who_has(list(futures))
+    owner = [min(who.get(f.key) or ["?"]) for f in futures]
+    if keep_order:
+        runs: list[Shard] = []
+        for i, w in enumerate(owner):
+            if runs and runs[-1].worker == w:
+                runs[-1].blocks.append(i)
+            else:
+                runs.append(Shard(w, [i]))
+        return runs
+    by_worker: dict[str, list[int]] = {}
+    for i, w in enumerate(owner):
+        by_worker.setdefault(w, []).append(i)
+    threads = _threads(client) if by_thread else {}
+    groups = []
+    for w, members in by_worker.items():
+        parts = spread_runs(len(members), threads.get(w, 1))
+        groups += [Shard(w, [members[k] for k in part]) for part in parts if len(part)]
+    return sorted(groups, key=lambda g: g.blocks[0])
+
+
+def on_worker(worker: str | None) -> Any:
+    """Context in which the tasks created run on ``worker`` (or anywhere if it is lost).
+
+    Dask would otherwise run a task where most of its input bytes are, and a
+    row chunk often outweighs a shard's blocks: the blocks would be copied to
+    the chunks instead of the chunks to the blocks.
+    """
+    if worker is None or worker == "?":
+        return contextlib.nullcontext()
+    return dask.annotate(workers=[worker], allow_other_workers=True)
+
+
+def _threads(client: Any) -> dict[str, int]:
+    """Threads of each connected worker."""
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # pragma: no cover - an older client signature
+        info = client.scheduler_info()
+    return {addr: max(1, int(w.get("nthreads") or 1)) for addr, w in info["workers"].items()}
+
+
+class PlacedArray(da.Array):
+    """A dask array whose computation keeps its tasks' worker annotations.
+
+    dask.array's low-level fusion flattens a graph and drops its layers'
+    annotations (:func:`daskdepth.runtime.client.keep_placement`), among them
+    the worker each shard task must run on; without them the scheduler may
+    run a shard's task elsewhere to balance the load and copy the shard's
+    blocks there.  Computing this array directly (``compute``, ``persist``,
+    ``dask.compute``, ``client.compute``) skips that fusion; arrays derived
+    from it are ordinary dask arrays.
+    """
+
+    __slots__ = ()
+
+    @staticmethod
+    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
+        with dask.config.set({"optimization.fuse.active": False}):
+            return da.Array.__dask_optimize__(dsk, keys, **kwargs)
+
+
+def placed(array: da.Array) -> da.Array:
+    """``array`` as a :class:`PlacedArray` (the same graph, keys and chunks)."""
+    return PlacedArray(array.dask, array.name, array.chunks, meta=array._meta)

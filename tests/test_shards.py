@@ -1,0 +1,309 @@
+"""The summary sharded by direction block on a cluster: same bits, shares per worker, saving.
+
+On a distributed client the fit keeps each direction block on the worker that
+computed it (:class:`daskdepth.runtime.shards.ClusterBlock`), scoring runs one
+task per (row chunk, shard) and adds the shards' partial sums; a summary held
+in this process is scattered one copy per block.  Every path must give the bits
+of the single-process computation.  A summary under a sixteenth of a worker's
+memory is copied to every worker instead; these tests shard every summary
+(``always_shard``) except those marked ``copied``, which test that choice.
+"""
+
+from __future__ import annotations
+
+import dask
+import numpy as np
+import pytest
+from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data, tie_data
+from distributed import Client, LocalCluster
+
+import daskdepth
+import daskdepth.passes.scoring
+import daskdepth.runtime.memory
+from daskdepth.errors import ModelFormatError
+from daskdepth.runtime.shards import ClusterBlock, spread_runs
+from daskdepth.storage.modelformat import StoredBlock
+from daskdepth.summary.blocks import is_handle, sums_are_exact
+
+M = 96  # three blocks of 32 directions
+TOL = 1e-3
+
+pytestmark = pytest.mark.timeout(600)
+
+
+@pytest.fixture(scope="module")
+def data() -> np.ndarray:
+    x = gaussian_data(DISTRIBUTED_ROWS, 5, seed=21)
+    x[::7] = x[3::7]  # duplicate rows: merged per chunk before routing
+    return x
+
+
+@pytest.fixture(scope="module")
+def queries(data) -> np.ndarray:
+    q = np.concatenate([data[:3000], 3 * gaussian_data(2000, 5, seed=22)])
+    q[5] = np.nan
+    return q
+
+
+def _fit(x, **kw):
+    return daskdepth.AIIRW(n_directions=M, tol=TOL, random_state=4, nan_policy="omit",
+                           **kw).fit(chunked(x, 20_000))
+
+
+@pytest.fixture(scope="module")
+def local(data, queries):
+    """The single-process model and depths (threaded scheduler)."""
+    with dask.config.set(scheduler="threads"):
+        model = _fit(data)
+        depth = model.score_samples(queries)
+    assert model.n_passes_ >= 1 and len(model.summary_.blocks) == 3
+    assert not any(is_handle(b) for b in model.summary_.blocks)
+    return model, depth
+
+
+@pytest.fixture(autouse=True)
+def always_shard(request, monkeypatch):
+    """These tests shard every summary on a cluster, however small (unless marked ``copied``).
+
+    Left to itself a summary under a sixteenth of a worker's memory is copied
+    to every worker instead (:func:`daskdepth.runtime.memory.shard_summary`).
+    """
+    if "copied" not in request.keywords:
+        monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc:
+        yield lc
+
+
+def _holdings(client, blocks) -> dict[str, int]:
+    """Summary bytes held by each worker."""
+    who = client.who_has([b.future for b in blocks])
+    out: dict[str, int] = {}
+    for b in blocks:
+        for w in who[b.future.key]:
+            out[w] = out.get(w, 0) + b.nbytes
+    return out
+
+
+def test_fit_on_cluster_keeps_blocks_there_and_scores_the_same_bits(cluster, data, queries,
+                                                                    local):
+    base_model, base = local
+    with Client(cluster) as client:
+        model = _fit(data)
+        blocks = model.summary_.blocks
+        assert all(isinstance(b, ClusterBlock) for b in blocks)
+        held = _holdings(client, blocks)
+        depth = model.score_samples(queries)
+        lazy = model.score_samples(chunked(queries, (1000, 2500, 1500)))
+        assert lazy.chunks == ((1000, 2500, 1500),)
+        lazy = lazy.compute()  # a plain compute keeps the shard tasks on their workers
+        who = client.who_has([b.future for b in blocks])
+        assert all(len(who[b.future.key]) == 1 for b in blocks), who
+        # The same on the client, one block fetched at a time.
+        on_client = model.summary_.depth(queries)
+        std = model.summary_.depth_and_std(queries[:500])
+        low = model.summary_.min_depth(queries[:500])
+    # Every worker holds part of the summary, none all of it.
+    assert len(held) == 2 and max(held.values()) < model.summary_.nbytes
+    for got in (depth, lazy, on_client):
+        np.testing.assert_array_equal(got, base)
+    assert model.error_bound_ == base_model.error_bound_ <= TOL
+    assert model.offset_ == base_model.offset_
+    np.testing.assert_array_equal(model.directions_, base_model.directions_)
+    base_std = base_model.summary_.depth_and_std(queries[:500])
+    np.testing.assert_array_equal(std[0], base_std[0])
+    np.testing.assert_array_equal(std[1], base_std[1])
+    np.testing.assert_array_equal(low, base_model.summary_.min_depth(queries[:500]))
+
+
+def test_local_summary_scored_on_cluster_is_sharded_and_identical(cluster, queries, local):
+    model, base = local
+    with Client(cluster) as client:
+        depth = model.score_samples(chunked(queries, 1700))
+        keys = depth.__dask_keys__()
+        graph = dict(depth.__dask_graph__())
+        # One task per (row chunk, shard), no task holding the whole summary.
+        shard_tasks = [k for k in graph if isinstance(k, tuple) and "score" in str(k[0])
+                       and str(k[0]).endswith("shard")]
+        assert len(shard_tasks) == len(keys) * 2
+        assert not any(v is model.summary_ for v in graph.values())
+        got = depth.compute()
+        assert client.run(lambda: 1)  # the cluster is still up
+    np.testing.assert_array_equal(got, base)
+
+
+def test_partial_sums_are_exact_or_chained(cluster, data, queries, local, monkeypatch):
+    """Beyond 2**53 half rows the shards are visited in block order: same bits."""
+    model, base = local
+    assert sums_are_exact(M, model.n_samples_fit_)
+    monkeypatch.setattr(daskdepth.passes.scoring, "sums_are_exact", lambda m, n: False)
+    with Client(cluster):
+        got = model.score_samples(queries)
+    np.testing.assert_array_equal(got, base)
+
+
+def test_same_bits_for_one_two_three_workers_and_chunkings(data, queries, local):
+    _, base = local
+    shares = []
+    for workers in (1, 2, 3):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
+                          dashboard_address=":0") as lc, Client(lc) as client:
+            model = daskdepth.AIIRW(n_directions=M, tol=TOL, random_state=4,
+                                    nan_policy="omit").fit(chunked(data, 20_000))
+            shares.append(max(_holdings(client, model.summary_.blocks).values()))
+            got = model.score_samples(chunked(queries, 900 * workers)).compute()
+        np.testing.assert_array_equal(got, base)
+    # The summary memory per worker falls as workers are added.
+    assert shares[0] > shares[1] > shares[2]
+
+
+def test_save_and_load_sharded_model(cluster, data, queries, local, tmp_path):
+    base_model, base = local
+    with Client(cluster):
+        model = _fit(data)
+        path = model.save(tmp_path / "m.zarr")
+        loaded = daskdepth.load(path)
+        assert all(isinstance(b, StoredBlock) for b in loaded.summary_.blocks)
+        on_cluster = loaded.score_samples(chunked(queries, 2000)).compute()
+    with dask.config.set(scheduler="sync"):
+        here = loaded.score_samples(queries)
+    np.testing.assert_array_equal(on_cluster, base)
+    np.testing.assert_array_equal(here, base)
+    # The loaded blocks are the fitted ones, field by field.
+    for a, b in zip(base_model.summary_.blocks, loaded.summary_.blocks, strict=True):
+        b = b.load()
+        assert a.counts is None and b.counts is None  # fitted blocks keep no leaf counts
+        for f in ("cptr", "keys", "table", "lut", "worst", "ext"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(b, f), err_msg=f)
+            assert getattr(a, f).dtype == getattr(b, f).dtype
+    assert loaded.summary_.error_bound() == base_model.error_bound_
+
+
+def test_corrupted_block_is_refused_when_read(data, tmp_path):
+    with dask.config.set(scheduler="threads"):
+        model = _fit(data[:DISTRIBUTED_ROWS])
+    path = model.save(tmp_path / "m.zarr")
+    import zarr  # only this test edits a store
+
+    data_path = path / "state" / "summary_" / "blocks" / "data"
+    arr = zarr.open_array(str(data_path), mode="r+")
+    arr[100] = (int(arr[100]) + 1) % 256
+    loaded = daskdepth.load(path)  # loading reads no block
+    with pytest.raises(ModelFormatError, match="corrupted.*checksum"):
+        loaded.score_samples(data[:10])
+
+
+def test_ties_and_exactness_on_the_cluster(cluster):
+    """Tie-heavy data at tol=0 (exact leaves) on the cluster: the local bits."""
+    x = tie_data(DISTRIBUTED_ROWS, 3, seed=8)
+    kw = dict(n_directions=40, tol=0.0, random_state=1)
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(**kw).fit(chunked(x, 25_000)).score_samples(x[:4000])
+    with Client(cluster):
+        model = daskdepth.IRW(**kw).fit(chunked(x, 25_000))
+        got = model.score_samples(x[:4000])
+    assert model.error_bound_ == 0.0
+    np.testing.assert_array_equal(got, base)
+
+
+def test_halfspace_and_standard_errors_are_sharded_with_the_same_bits(cluster, data, queries,
+                                                                     monkeypatch):
+    """The minimum over directions and the depth's standard error, per shard and combined."""
+    kw = dict(n_directions=M, tol=TOL, random_state=4, nan_policy="omit")
+    with dask.config.set(scheduler="threads"):
+        hs = daskdepth.Halfspace(**kw).fit(chunked(data, 20_000))
+        base_min = hs.score_samples(queries)
+        ai = daskdepth.AIIRW(**kw).fit(chunked(data, 20_000))
+        base_depth, base_std = ai.score_samples(queries, return_std=True)
+    with Client(cluster):
+        low = hs.score_samples(chunked(queries, 1700)).compute()
+        depth, std = ai.score_samples(queries, return_std=True)
+        lazy = ai.score_samples(chunked(queries, 2200), return_std=True)
+        lazy = dask.compute(*lazy)
+        # Beyond exact sums of squares the shards are visited in block order: same bits.
+        monkeypatch.setattr(daskdepth.passes.scoring, "squares_are_exact", lambda m, n: False)
+        chained = ai.score_samples(queries, return_std=True)
+    np.testing.assert_array_equal(low, base_min)
+    for got in ((depth, std), lazy, chained):
+        np.testing.assert_array_equal(got[0], base_depth)
+        np.testing.assert_array_equal(got[1], base_std)
+
+
+def test_exact_summary_stays_on_the_cluster(cluster):
+    """Small n: the sorted projections are computed and kept by the workers, same bits."""
+    x = tie_data(3000, 6, seed=9)
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(n_directions=M, random_state=2).fit(x)
+    with Client(cluster):
+        model = daskdepth.IRW(n_directions=M, random_state=2).fit(chunked(x, 700))
+        assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+        assert model.error_bound_ == 0 and model.n_passes_ == 0
+        in_sample = model.score_samples(x)
+        fresh = model.score_samples(chunked(x[::-1].copy(), 900)).compute()[::-1]
+    np.testing.assert_array_equal(in_sample, base.score_samples(x))
+    np.testing.assert_array_equal(fresh, base.summary_.depth(x))
+    assert model.offset_ == base.offset_
+
+
+def test_closed_cluster_is_named_when_scoring(data):
+    with LocalCluster(n_workers=1, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc, Client(lc):
+        model = _fit(data)
+    with pytest.raises(RuntimeError, match="client is closed.*model.save"):
+        model.score_samples(data[:10])
+
+
+@pytest.mark.copied
+def test_small_summary_is_copied_to_every_worker_not_sharded(cluster, data, queries, local,
+                                                             tmp_path):
+    """Under a sixteenth of a worker's memory the summary comes back and is copied, same bits.
+
+    Sharding a small summary would send every row chunk to the worker that holds
+    its one block (the whole pass on one worker); a copy on each worker moves no row.
+    """
+    base_model, base = local
+    assert base_model.summary_.nbytes < 2**20  # under a sixteenth of any worker here
+    with Client(cluster):
+        model = _fit(data)
+        assert not any(is_handle(b) for b in model.summary_.blocks)
+        depth = model.score_samples(chunked(queries, 1700))
+        graph = dict(depth.__dask_graph__())
+        assert not [k for k in graph if isinstance(k, tuple) and str(k[0]).endswith("shard")]
+        got = depth.compute()
+        # A loaded model's blocks are read here once and copied the same way.
+        stored = daskdepth.load(model.save(tmp_path / "m.zarr"))
+        loaded = stored.score_samples(queries)
+    np.testing.assert_array_equal(got, base)
+    np.testing.assert_array_equal(loaded, base)
+    assert model.offset_ == base_model.offset_ and model.error_bound_ == base_model.error_bound_
+    for a, b in zip(base_model.summary_.blocks, model.summary_.blocks, strict=True):
+        np.testing.assert_array_equal(a.table, b.table)
+
+
+def test_spread_runs():
+    assert [list(r) for r in spread_runs(7, 3)] == [[0, 1, 2], [3, 4], [5, 6]]
+    assert [list(r) for r in spread_runs(2, 3)] == [[0], [1]]
+
+
+def test_chained_count_adds_each_chunk_once_in_place():
+    """A chained histogram link adds its chunk into the shard's counts once, even if run again."""
+    from daskdepth.passes.leaves import _count_into
+    from daskdepth.summary.rows import prepare_rows
+
+    with dask.config.set(scheduler="threads"):
+        model = daskdepth.IRW(n_directions=4, tol=0.05, random_state=0).fit(
+            chunked(gaussian_data(20_000, 3, seed=5), 5_000))
+    block = model.summary_.blocks[0]
+    x = gaussian_data(3000, 3, seed=6)
+    rows = prepare_rows(x, model.location_, np.ones(x.shape[0], dtype=bool))
+    v = np.ascontiguousarray(model.directions_[block.j0:block.j1])
+    first = _count_into(rows, block, v, None, 0)
+    assert first.counts.sum() == 3000 * block.mb and first.upto == 0
+    again = _count_into(rows, block, v, first, 0)  # the same link run again: no change
+    assert again is first and again.counts.sum() == 3000 * block.mb
+    more = _count_into(rows, block, v, first, 1)  # the next chunk, added in place
+    assert more is first and more.counts.sum() == 2 * 3000 * block.mb and more.upto == 1
