@@ -14,11 +14,11 @@ with merging disabled, and times scoring new points without duplicates (the
 Http rows plus Gaussian noise of standard deviation 1e-3).
 Each contender runs ``--repeat`` times, each run in a fresh subprocess so that
 its peak resident memory is its own; the table gives the median [min-max].
-daskdepth is timed twice per run: warm (its compiled kernels loaded by a fit of
-a 70,000-row slice, which takes the timed fit's leaf path, before the clock starts) and as a new user's first
-call would be timed (``fit`` then ``score_samples`` straight after the import:
-the kernels are loaded from Numba's on-disk cache, or compiled when that cache
-is empty).  Usage::
+daskdepth is timed twice per run: warm (its compiled kernels loaded before the
+clock starts by a fit of a 70,000-row slice, which takes the timed fit's leaf
+path) and as a new user's first call would be timed (``fit`` then
+``score_samples`` straight after the import: the kernels are loaded from
+Numba's on-disk cache, or compiled when that cache is empty).  Usage::
 
     python benchmarks/bench_http.py [--data PATH] [--directions 300] [--repeat 5]
 """
