@@ -8,7 +8,8 @@ processes with ``--memory-limit`` each, fits ``IRW`` (defaults: ``m = 100 d``,
 - wall time of the fit and of the scoring, and the time per (row, direction)
   per core (``wall * workers / (n * m)``);
 - the peak resident memory of each worker process, sampled every 0.1 s with
-  psutil from this process (and the workers' own ``getrusage`` peak);
+  psutil from this process (and the workers' own ``getrusage`` peak), overall
+  and per phase of the fit (its ``distributed.span`` hooks) and the scoring;
 - keys spilled to disk, and any log line of a worker or nanny that says it
   spilled, paused, was restarted or ran short of memory (this process's
   standard error, which the worker processes share, is captured to a file);
@@ -71,13 +72,19 @@ def write_store(path: Path, n: int, d: int, seed: int = 0) -> float:
 
 
 class RssSampler:
-    """Peak resident memory of the given processes, sampled in a thread."""
+    """Peak resident memory of the given processes, sampled in a thread, overall and per phase.
+
+    ``phase`` is the label the samples are filed under (set from the fit's phase
+    hooks: the phase running, or the one just ended).
+    """
 
     def __init__(self, pids: dict[str, int], every: float = 0.1) -> None:
         import psutil
 
         self.procs = {k: psutil.Process(p) for k, p in pids.items()}
         self.peak = {k: 0 for k in pids}
+        self.phase = "start"
+        self.by_phase: dict[str, dict[str, int]] = {}
         self.every = every
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
@@ -86,9 +93,12 @@ class RssSampler:
         while not self._stop.is_set():
             for k, p in self.procs.items():
                 try:
-                    self.peak[k] = max(self.peak[k], p.memory_info().rss)
+                    rss = p.memory_info().rss
                 except Exception:  # noqa: BLE001 - a process that ended (a restart)
-                    pass
+                    continue
+                self.peak[k] = max(self.peak[k], rss)
+                here = self.by_phase.setdefault(self.phase, {})
+                here[k] = max(here.get(k, 0), rss)
             self._stop.wait(self.every)
 
     def __enter__(self) -> RssSampler:
@@ -105,6 +115,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     from distributed import Client, LocalCluster
 
     import daskdepth
+    from daskdepth.runtime.client import listen_to_phases
 
     n, d = int(args.rows), args.features
     m = args.n_directions or 100 * d
@@ -123,9 +134,15 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             x = da.from_zarr(str(store))
             with RssSampler(pids) as sampler, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
+
+                def label(name: str, started: bool, _span: str | None) -> None:
+                    sampler.phase = name if started else f"after {name}"
+
                 t0 = time.perf_counter()
-                model = daskdepth.IRW(n_directions=m, tol=args.tol, random_state=0).fit(x)
+                with listen_to_phases(label):
+                    model = daskdepth.IRW(n_directions=m, tol=args.tol, random_state=0).fit(x)
                 t1 = time.perf_counter()
+                sampler.phase = "score"
                 depth = model.score_samples(x).compute()
                 t2 = time.perf_counter()
             summary = model.summary_
@@ -148,6 +165,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "fit_s": round(fit_s, 1), "score_s": round(score_s, 1),
         "ns_per_row_direction_core": round(1e9 * (fit_s + score_s) * cores / (n * m), 1),
         "peak_rss_sampled": sorted(sampler.peak.values()),
+        "peak_rss_by_phase": {ph: sorted(v.values()) for ph, v in sampler.by_phase.items()},
         "peak_rss_getrusage": sorted(r["peak_rss"] for r in reports.values()),
         "rss_at_start": sorted(rss_start.values()),
         "spilled_keys": sum(r["spilled"] for r in reports.values()),
@@ -211,6 +229,8 @@ def main(argv: list[str] | None = None) -> int:
     result["load_average"] = os.getloadavg()
     print(HEADER)
     print(table_row(result))
+    print("peak worker RSS (MiB) by phase:", "; ".join(
+        f"{ph} {' / '.join(_mib(b) for b in v)}" for ph, v in result["peak_rss_by_phase"].items()))
     print(json.dumps(result))
     if args.json:
         with open(args.json, "a") as f:
