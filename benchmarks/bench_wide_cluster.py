@@ -146,6 +146,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
                 depth = model.score_samples(x).compute()
                 t2 = time.perf_counter()
             summary = model.summary_
+            passes = int(model.n_passes_)
             held = _summary_per_worker(client, summary)
             reports = client.run(worker_report)
             workers_at_end = len(client.scheduler_info(n_workers=-1)["workers"])
@@ -162,7 +163,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
     return {
         "rows": n, "features": d, "n_directions": m, "tol": args.tol,
         "workers": args.workers, "memory_limit": limit, "write_s": round(write_s, 1),
-        "fit_s": round(fit_s, 1), "score_s": round(score_s, 1),
+        "fit_s": round(fit_s, 1), "score_s": round(score_s, 1), "passes": passes,
         "ns_per_row_direction_core": round(1e9 * (fit_s + score_s) * cores / (n * m), 1),
         "peak_rss_sampled": sorted(sampler.peak.values()),
         "peak_rss_by_phase": {ph: sorted(v.values()) for ph, v in sampler.by_phase.items()},

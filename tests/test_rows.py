@@ -79,3 +79,18 @@ def test_merging_duplicates_changes_no_bit(monkeypatch):
     assert merged.error_bound_ == plain.error_bound_
     for a, b in zip(merged.summary_.blocks, plain.summary_.blocks, strict=True):
         np.testing.assert_array_equal(a.cuts, b.cuts)
+
+
+def test_records_report_their_arrays_to_dask_sizeof():
+    """Workers count a prepared chunk, leaf counts and pass records as managed memory."""
+    from dask.sizeof import sizeof
+
+    from daskdepth.passes.moments import _moments_chunk
+    from daskdepth.passes.sampling import _sample_chunk
+    from daskdepth.summary.leaves import LeafCounts
+
+    x = np.random.default_rng(0).normal(size=(5000, 40))
+    assert sizeof(prepare_rows(x, np.zeros(40))) >= x.nbytes
+    assert sizeof(LeafCounts.empty(100_000, 32)) >= 100_000 * 8
+    assert sizeof(_moments_chunk(x, 0, 1, 1.0)) >= x.nbytes  # the chunk's rows as sample
+    assert sizeof(_sample_chunk(x, 0, 1, 1.0)) >= x.nbytes

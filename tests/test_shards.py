@@ -307,3 +307,33 @@ def test_chained_count_adds_each_chunk_once_in_place():
     assert again is first and again.counts.sum() == 3000 * block.mb
     more = _count_into(rows, block, v, first, 1)  # the next chunk, added in place
     assert more is first and more.counts.sum() == 2 * 3000 * block.mb and more.upto == 1
+
+
+def test_waves_take_turns_over_the_workers(cluster, data, monkeypatch):
+    """Every wave of a fit counts blocks on every worker; the blocks still end in even runs."""
+    import daskdepth.fitting.fit
+    import daskdepth.runtime.shards as shards_module
+
+    monkeypatch.setattr(daskdepth.fitting.fit, "directions_per_wave", lambda *a, **k: 64)
+    waves = []
+    compute_spread = shards_module.compute_spread
+
+    def spy(client, tasks, place=None):
+        if place is not None:
+            waves.append(list(place[0]))
+        return compute_spread(client, tasks, place)
+
+    monkeypatch.setattr(shards_module, "compute_spread", spy)
+    kw = dict(n_directions=128, tol=TOL, random_state=4)  # four blocks, two per wave
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(**kw).fit(chunked(data, 20_000))
+    with Client(cluster) as client:
+        model = daskdepth.IRW(**kw).fit(chunked(data, 20_000))
+        blocks = model.summary_.blocks
+        who = client.who_has([b.future for b in blocks])
+        owners = [min(who[b.future.key]) for b in blocks]
+        depth = model.score_samples(data[:2000])
+    assert waves == [[0, 2], [1, 3]]  # each wave: one block of each worker's run
+    assert owners[0] == owners[1] != owners[2] == owners[3]
+    np.testing.assert_array_equal(depth, base.score_samples(data[:2000]))
+    assert model.offset_ == base.offset_

@@ -439,8 +439,10 @@ _PARAMS_DOC = """
         sample of at most 65,536 rows when there are more: within about 1e-3 in
         rank).
     n_passes_ : int
-        Passes over the data after the moments pass (0 when the data fits the
-        in-memory exact path).
+        Leaf passes over the data after the moments pass: one histogram pass
+        per wave of directions (more than one when the workers' memory cannot
+        hold all directions' leaf counts at once) and one refinement pass if
+        any (0 when the data fits the in-memory exact path).
     summary_ : DepthSummary
         The merged per-direction summaries used for scoring.
 """

@@ -29,6 +29,8 @@ from ..runtime.shards import (
     realize,
     shards,
     share,
+    turns,
+    worker_count,
 )
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary, statistic_bound
@@ -280,34 +282,44 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                              keep=shard)
         return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
     shared = Shared(columns, share(directions, key_name("share", token, "directions")))
-    blocks = []
+    # Blocks end in contiguous runs per worker; the waves take turns over the runs, so
+    # that every wave keeps every worker counting and fills them evenly.
+    order = turns(len(ranges), worker_count() if shard else 1)
+    done: dict[int, Any] = {}
     w = 0
-    while len(blocks) < len(ranges):
-        rest = ranges[len(blocks):]
-        wave = rest[:next_wave(rest, wave_directions() if wave_directions else len(ranges)
+    while len(done) < len(ranges):
+        rest = order[len(done):]
+        wave = rest[:next_wave([ranges[b] for b in rest],
+                               wave_directions() if wave_directions else len(ranges)
                                * block_size)]
         wave_token = f"{token}.{w}" if w else token
-        pilots = pilot_phase(columns, directions, wave, n, tol, wave_token,
-                             place=(len(blocks), len(ranges)), keep=shard)
-        blocks += histogram_phase(x, location, shared, pilots, n, tol, wave_token)
+        pilots = pilot_phase(columns, directions, [ranges[b] for b in wave], n, tol,
+                             wave_token, place=(wave, len(ranges)), keep=shard)
+        done.update(zip(wave, histogram_phase(x, location, shared, pilots, n, tol, wave_token),
+                        strict=True))
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
+    # The row sample is only read by the pilots: released before the refinement.
+    shared = Shared(None, shared.directions)
+    del columns
+    blocks = [done[b] for b in range(len(ranges))]
     blocks, refined = refine_phase(x, location, shared, blocks, n, tol, token, statistic)
     blocks = final_blocks(blocks, n, token)
+    # One histogram pass per wave, and the refinement's.
     return (assemble_summary(location, directions, blocks, n, tol, statistic),
-            FitInfo(1 + refined))
+            FitInfo(w + refined))
 
 
 def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
                 n: int, tol: float, token: str, exact: bool = False,
-                place: tuple[int, int] | None = None, keep: bool = True) -> list[Any]:
+                place: tuple[list[int], int] | None = None, keep: bool = True) -> list[Any]:
     """Leaves of every block planned from the row sample, one task per block.
 
     ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
     the sample is all the rows, and the leaves come back finished.  On a
     cluster the blocks are spread over the workers in contiguous runs and stay
-    there; ``place`` is ``(first, total)`` for a wave of blocks ``first ..`` of
-    ``total``, spread as if all were planned at once (even shares per worker).
+    there; ``place`` is ``(indices, total)`` for a wave of the blocks ``indices``
+    of ``total``, spread as if all were planned at once (even shares per worker).
     Without ``keep`` they come back here (:func:`~daskdepth.runtime.shards.realize`).
     """
     pilots = [

@@ -14,6 +14,7 @@ from ..kernels.moments import Moments, add_dd, chunk_moments, column_sums_dd, me
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
+from ..summary.nbytes import fields_nbytes
 
 
 @dataclass
@@ -28,6 +29,10 @@ class ChunkMoments:
     sample: np.ndarray
     total: np.ndarray  # column sums as double-double (2, d)
     mean_lo: np.ndarray  # low part of ``mean`` as a double-double, for exact merges
+
+    def __sizeof__(self) -> int:
+        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
+        return fields_nbytes(self)
 
     @property
     def moments(self) -> Moments:

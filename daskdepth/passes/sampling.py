@@ -13,6 +13,7 @@ from ..kernels.hashing import keyed_sample
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
+from ..summary.nbytes import fields_nbytes
 
 
 @dataclass
@@ -28,6 +29,10 @@ class RowSample:
     bad_rows: np.ndarray
     rows: np.ndarray
     index: np.ndarray
+
+    def __sizeof__(self) -> int:
+        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
+        return fields_nbytes(self)
 
 
 def _sample_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> RowSample:

@@ -439,17 +439,22 @@ BYTES_PER_PILOT_LEAF = 16
 WAVE_SHARE = 1 / 8
 
 
-#: Share of the memory limit below which a worker's process memory is kept
-#: (dask's ``distributed.worker.memory.target`` default): a wave may use a
-#: third of what is left under it, on the worker with the least left.
-WAVE_TARGET = 0.6
+#: Share of the memory limit under which a wave's pilot leaves and counts are
+#: planned to fit next to what a worker holds between passes: below dask's
+#: default spill threshold (``distributed.worker.memory.spill``, 0.7).  The row
+#: chunks in flight during a pass come on top; they are the same for any wave
+#: size (measured at 10^6 x 40 on 1 GiB workers: waves sized under 0.65 took
+#: 11 passes and peaked at 711 / 731 MiB while counting, waves sized to leave
+#: a further eighth of the limit free took 98 passes and peaked at 723 / 725).
+WAVE_CEILING = 0.65
 
 
 def free_worker_memory() -> int | None:
-    """Bytes the fullest worker has left under :data:`WAVE_TARGET` of its limit, now.
+    """Bytes a wave may take on the fullest worker now, below :data:`WAVE_CEILING`.
 
     From the workers' own memory metrics (process memory, refreshed at each
-    heartbeat); None without a distributed client or without metrics.
+    heartbeat: libraries, compiled kernels, the summary blocks already
+    finished); None without a distributed client or without metrics.
     """
     client = active_client()
     if client is None:
@@ -463,7 +468,7 @@ def free_worker_memory() -> int | None:
         limit = int(w.get("memory_limit") or 0)
         used = (w.get("metrics") or {}).get("memory")
         if limit and used is not None:
-            free.append(int(WAVE_TARGET * limit) - int(used))
+            free.append(int(WAVE_CEILING * limit) - int(used))
     return max(0, min(free)) if free else None
 
 
@@ -473,8 +478,8 @@ def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None,
 
     A wave's pilot leaves and their leaf counts live until the wave is
     finished; sharded over the workers they may take :data:`WAVE_SHARE` of
-    each worker's memory, and (with ``free``, the bytes the fullest worker has
-    left, see :func:`free_worker_memory`) a third of what is left, as the
+    each worker's memory, and (with ``free``, the bytes the fullest worker
+    has left, see :func:`free_worker_memory`) no more than that, as the
     finished blocks of the previous waves fill the workers.  Waves do not
     change results, only how many passes the histogram makes.
 
@@ -483,12 +488,12 @@ def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None,
     >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2))
     671
     >>> directions_per_wave(200_000, WorkerMemory(2**30, 1, 2), free=60 * 2**20)
-    104
+    314
     """
     mem = memory or worker_memory()
     budget = WAVE_SHARE * mem.limit
     if free is not None:
-        budget = min(budget, free / 3)
+        budget = min(budget, free)
     return max(1, int(budget * max(1, mem.workers) // (2 * max(1, pilot_bytes))))
 
 

@@ -132,19 +132,42 @@ def spread_owner(index: int, total: int, workers: int) -> int:
     return next(w for w, run in enumerate(spread_runs(total, workers)) if index in run)
 
 
+def turns(count: int, workers: int) -> list[int]:
+    """Items ``0 .. count - 1`` in an order that takes turns over their workers' runs.
+
+    Items computed in batches in this order (the waves of a fit) keep every
+    worker busy in every batch, and still end in contiguous runs per worker
+    (:func:`spread_owner`).
+
+    Examples
+    --------
+    >>> turns(5, 2)
+    [0, 3, 1, 4, 2]
+    """
+    runs = [list(r) for r in spread_runs(count, workers)]
+    return [run[k] for k in range(max((len(r) for r in runs), default=0))
+            for run in runs if k < len(run)]
+
+
+def worker_count() -> int:
+    """Workers of the active distributed client (1 without one)."""
+    client = active_client()
+    return max(1, len(_workers(client))) if client is not None else 1
+
+
 def compute_spread(client: Any, tasks: Sequence[Delayed],
-                   place: tuple[int, int] | None = None) -> list[Future]:
+                   place: tuple[Sequence[int], int] | None = None) -> list[Future]:
     """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost).
 
-    ``place`` is ``(first, total)`` when the tasks are items ``first ..`` of
-    ``total`` spread over several calls: each goes to the worker of its place
-    among all of them (:func:`spread_owner`), so that the runs stay even.
+    ``place`` is ``(indices, total)`` when the tasks are the items ``indices``
+    of ``total`` spread over several calls: each goes to the worker of its
+    place among all of them (:func:`spread_owner`), so that the runs stay even.
     """
     workers = _workers(client)
     if len(workers) <= 1:
         return list(client.compute(list(tasks)))
-    first, total = place if place is not None else (0, len(tasks))
-    owners = [spread_owner(first + i, total, len(workers)) for i in range(len(tasks))]
+    indices, total = place if place is not None else (range(len(tasks)), len(tasks))
+    owners = [spread_owner(i, total, len(workers)) for i in indices]
     out: list[Future | None] = [None] * len(tasks)
     for w, addr in enumerate(workers):
         run = [i for i, o in enumerate(owners) if o == w]
@@ -158,7 +181,7 @@ def compute_spread(client: Any, tasks: Sequence[Delayed],
 
 
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
-            finished: bool = True, place: tuple[int, int] | None = None,
+            finished: bool = True, place: tuple[Sequence[int], int] | None = None,
             keep: bool = True) -> list[Any]:
     """Compute direction blocks: here (local schedulers) or kept on the cluster.
 

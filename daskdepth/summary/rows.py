@@ -15,6 +15,7 @@ import numpy as np
 
 from ..kernels.routing import PROJECT_MAX_D
 from ..kernels.rows import distinct_rows, morton_codes
+from .nbytes import fields_nbytes
 
 #: Duplicates are merged only when that removes at least this fraction of a
 #: chunk's finite rows; otherwise gathering the distinct rows costs more than
@@ -49,6 +50,10 @@ class Rows:
     weight: np.ndarray
     inverse: np.ndarray | None
     n_rows: int
+
+    def __sizeof__(self) -> int:
+        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
+        return fields_nbytes(self)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Per-row ``values`` of ``x`` back to the chunk's rows (NaN where not finite)."""
