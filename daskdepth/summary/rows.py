@@ -91,8 +91,13 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
     x = np.asarray(x, dtype=np.float64)
     if valid is None:
         valid = np.isfinite(x).all(axis=1)
-    xc = np.ascontiguousarray(x - location)
-    n_rows, d = xc.shape
+    n_rows, d = x.shape
+    # Wide rows are projected beforehand, feature by feature
+    # (:func:`daskdepth.kernels.routing.project`): in column order they are
+    # transposed once per chunk, not once per direction block.  Centred straight
+    # into that order: one copy of the chunk, not two.
+    wide = d > PROJECT_MAX_D
+    xc = np.subtract(x, location, order="F" if wide else "C")
     n_valid = int(np.count_nonzero(valid))
     pick = weight = inverse = None
     if merge and n_valid > 1:
@@ -111,10 +116,7 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
         rank[perm] = np.arange(perm.size)
         pick, weight = pick[perm], weight[perm]
         inverse = np.where(inverse >= 0, rank[np.maximum(inverse, 0)], -1)
-    # Wide rows are projected beforehand, feature by feature
-    # (:func:`daskdepth.kernels.routing.project`): in column order they are
-    # transposed once per chunk, not once per direction block.
-    layout = np.asfortranarray if d > PROJECT_MAX_D else np.ascontiguousarray
+    layout = np.asfortranarray if wide else np.ascontiguousarray
     if pick is None:
         return Rows(layout(xc), valid, valid.astype(np.float64), None, n_rows)
     return Rows(layout(xc[pick]), np.ones(pick.size, dtype=bool), weight,
