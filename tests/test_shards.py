@@ -334,6 +334,7 @@ def test_waves_take_turns_over_the_workers(cluster, data, monkeypatch):
         owners = [min(who[b.future.key]) for b in blocks]
         depth = model.score_samples(data[:2000])
     assert waves == [[0, 2], [1, 3]]  # each wave: one block of each worker's run
+    assert model.n_passes_ == base.n_passes_ >= len(waves)  # a histogram pass per wave
     assert owners[0] == owners[1] != owners[2] == owners[3]
     np.testing.assert_array_equal(depth, base.score_samples(data[:2000]))
     assert model.offset_ == base.offset_
