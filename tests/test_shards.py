@@ -338,3 +338,58 @@ def test_waves_take_turns_over_the_workers(cluster, data, monkeypatch):
     assert owners[0] == owners[1] != owners[2] == owners[3]
     np.testing.assert_array_equal(depth, base.score_samples(data[:2000]))
     assert model.offset_ == base.offset_
+
+
+def test_chained_collect_copies_each_chunk_once_in_place():
+    """A chained refinement link copies its chunk's values into the shard's buffers once."""
+    from daskdepth.passes.leaves import Wanted, _collect_chunk, _collect_into
+    from daskdepth.summary.leaves import LeafCounts
+    from daskdepth.summary.rows import prepare_rows
+
+    with dask.config.set(scheduler="threads"):
+        model = daskdepth.IRW(n_directions=4, tol=0.05, random_state=0).fit(
+            chunked(gaussian_data(20_000, 3, seed=5), 5_000))
+    block = model.summary_.blocks[0]
+    v = np.ascontiguousarray(model.directions_[block.j0:block.j1])
+    chunks = [gaussian_data(3000, 3, seed=s) for s in (6, 7)]
+    rows = [prepare_rows(x, model.location_, np.ones(x.shape[0], dtype=bool)) for x in chunks]
+    counts = LeafCounts.empty(block.n_leaves, block.mb)
+    for r in rows:
+        block.accumulate(r, v, counts)
+    mask = np.zeros(block.n_leaves, dtype=bool)
+    mask[::3] = True  # every third leaf of the block, over both chunks
+    wanted = Wanted(mask, int(counts.counts[mask].sum()), 6000)
+    parts = [_collect_chunk(r, block, v, wanted) for r in rows]
+    buf = _collect_into(rows[0], block, v, wanted, None, 0)
+    assert buf.leaf.size == wanted.rows  # sized once, for every chunk's values
+    assert _collect_into(rows[0], block, v, wanted, buf, 0) is buf  # run again: no change
+    assert _collect_into(rows[1], block, v, wanted, buf, 1) is buf
+    got = buf.collected()
+    assert got.leaf.size == sum(p.leaf.size for p in parts) == wanted.rows
+    for i in range(3):
+        np.testing.assert_array_equal(got[i], np.concatenate([p[i] for p in parts]))
+
+
+def test_refinement_on_the_cluster_collects_in_place_with_the_same_bits(cluster, monkeypatch):
+    """Continuous data at tol=0: every pilot leaf is split by the refinement, on the shards."""
+    from daskdepth.passes import leaves as leaf_passes
+
+    links = []
+    link = leaf_passes._CollectLink.__call__
+
+    def spy(self, *args):
+        links.append(args[4])  # the row chunk
+        return link(self, *args)
+
+    monkeypatch.setattr(leaf_passes._CollectLink, "__call__", spy)
+    x = gaussian_data(DISTRIBUTED_ROWS, 3, seed=2)
+    kw = dict(n_directions=40, tol=0.0, random_state=1)
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(**kw).fit(chunked(x, 25_000))
+    assert not links  # the local schedulers merge in a tree
+    with Client(cluster):
+        model = daskdepth.IRW(**kw).fit(chunked(x, 25_000))
+        got = model.score_samples(x[:4000])
+    assert sorted(set(links)) == [0, 1, 2]  # every row chunk, chained per shard
+    assert model.n_passes_ == base.n_passes_ == 2 and model.error_bound_ == 0.0
+    np.testing.assert_array_equal(got, base.score_samples(x[:4000]))

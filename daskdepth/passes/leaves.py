@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import operator
 from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from functools import partial
 from typing import Any, NamedTuple
 
@@ -23,6 +24,7 @@ from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
+from ..summary.nbytes import fields_nbytes
 from ..summary.rows import Rows, prepare_rows
 
 
@@ -106,6 +108,76 @@ def _merge_collected(*parts: Collected) -> Collected:
     return Collected(*(np.concatenate([p[i] for p in parts]) for i in range(3)))
 
 
+@dataclass
+class CollectBuffer:
+    """A chained refinement's values of one block, filled in place, chunk after chunk.
+
+    Sized once for all the values of the wanted leaves (their counts are
+    known: at most one value per row and direction), so that each link copies
+    its chunk's values in, instead of concatenating everything collected so
+    far (twice the memory at every link).
+    """
+
+    leaf: np.ndarray
+    value: np.ndarray
+    weight: np.ndarray
+    size: int = 0
+    #: The last row chunk added (-1: none): a link run again adds its chunk once.
+    upto: int = -1
+
+    def __sizeof__(self) -> int:
+        return fields_nbytes(self)
+
+    @classmethod
+    def empty(cls, capacity: int) -> CollectBuffer:
+        return cls(np.empty(capacity, dtype=np.int64), np.empty(capacity), np.empty(capacity))
+
+    def add(self, part: Collected) -> None:
+        """Append ``part`` (growing the buffers if the capacity is exceeded)."""
+        k, s = part.leaf.size, self.size
+        if s + k > self.leaf.size:  # pragma: no cover - the capacity bounds the values
+            grow = max(s + k, 2 * self.leaf.size)
+            for name in ("leaf", "value", "weight"):
+                old = getattr(self, name)
+                new = np.empty(grow, dtype=old.dtype)
+                new[:s] = old[:s]
+                setattr(self, name, new)
+        self.leaf[s:s + k] = part.leaf
+        self.value[s:s + k] = part.value
+        self.weight[s:s + k] = part.weight
+        self.size = s + k
+
+    def collected(self) -> Collected:
+        """The values added, in row-chunk order (views of the buffers)."""
+        return Collected(self.leaf[:self.size], self.value[:self.size], self.weight[:self.size])
+
+
+def _collect_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, wanted: Wanted,
+                  into: CollectBuffer | None, chunk: int) -> CollectBuffer:
+    """Row chunk ``chunk``'s values of the wanted leaves added to ``into`` (a chained link)."""
+    if into is None:
+        into = CollectBuffer.empty(wanted.rows)
+    if into.upto < chunk:
+        into.add(_collect_chunk(rows, leaves, v, wanted))
+        into.upto = chunk
+    return into
+
+
+class _CollectLink:
+    """A chained refinement task: a row chunk's values added to the shard's buffers."""
+
+    def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
+                 previous: tuple | None, chunk: int, wanted: tuple, *leaves: Any) -> tuple:
+        return tuple(
+            _collect_into(rows, block, np.ascontiguousarray(directions[j0:j1]), wanted[k],
+                          None if previous is None else previous[k], chunk)
+            for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
+
+
+def _collected_block(result: tuple, k: int) -> Collected:
+    return result[k].collected()
+
+
 class _ShardTask:
     """One task of a leaf pass: a row chunk against a shard's blocks, in block order.
 
@@ -173,11 +245,18 @@ def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: An
     leaves = [blocks[b].leaves for b in group]
     extras = tuple(extra[b] for b in group) if extra is not None else None
     name = key_name(verb, token)
+    pick = operator.getitem
     if chain and task.merge_fn is _merge_counts:  # counts added in place, link by link
         result = None
         for i, r in enumerate(rows):
             result = delayed(_CountLink(), pure=True)(r, directions, ranges, result, i, *leaves,
                                                       dask_key_name=(name, g, i))
+    elif chain and task.merge_fn is _merge_collected:  # values copied in place, link by link
+        result = None
+        for i, r in enumerate(rows):
+            result = delayed(_CollectLink(), pure=True)(r, directions, ranges, result, i, extras,
+                                                        *leaves, dask_key_name=(name, g, i))
+        pick = _collected_block
     elif chain:
         result = None
         for i, r in enumerate(rows):
@@ -190,7 +269,7 @@ def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: An
         result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
                              key_name("merge", token, verb, g))
     for k, b in enumerate(group):
-        outs[b] = delayed(operator.getitem, pure=True)(
+        outs[b] = delayed(pick, pure=True)(
             result, k, dask_key_name=key_name("merge", token, verb, "block", b))
 
 
