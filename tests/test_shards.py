@@ -375,13 +375,14 @@ def test_refinement_on_the_cluster_collects_in_place_with_the_same_bits(cluster,
     from daskdepth.passes import leaves as leaf_passes
 
     links = []
-    link = leaf_passes._CollectLink.__call__
+    link = leaf_passes._InPlaceLink.__call__
 
     def spy(self, *args):
-        links.append(args[4])  # the row chunk
+        if self.add is leaf_passes._collect_into:
+            links.append(args[4])  # the row chunk
         return link(self, *args)
 
-    monkeypatch.setattr(leaf_passes._CollectLink, "__call__", spy)
+    monkeypatch.setattr(leaf_passes._InPlaceLink, "__call__", spy)
     x = gaussian_data(DISTRIBUTED_ROWS, 3, seed=2)
     kw = dict(n_directions=40, tol=0.0, random_state=1)
     with dask.config.set(scheduler="threads"):

@@ -24,7 +24,7 @@ from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
-from ..summary.nbytes import fields_nbytes
+from ..summary.nbytes import ArrayRecord
 from ..summary.rows import Rows, prepare_rows
 
 
@@ -86,17 +86,6 @@ def _count_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, into: LeafCounts
     return into
 
 
-class _CountLink:
-    """A chained histogram task: a row chunk counted into the shard's counts, in place."""
-
-    def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
-                 previous: tuple | None, chunk: int, *leaves: Any) -> tuple:
-        return tuple(
-            _count_into(rows, block, np.ascontiguousarray(directions[j0:j1]),
-                        None if previous is None else previous[k], chunk)
-            for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
-
-
 def _collect_chunk(rows: Rows, leaves: BlockLeaves, v: np.ndarray,
                    wanted: Wanted) -> Collected:
     # The chunk's share of the wanted values, with room for fluctuations.
@@ -109,7 +98,7 @@ def _merge_collected(*parts: Collected) -> Collected:
 
 
 @dataclass
-class CollectBuffer:
+class CollectBuffer(ArrayRecord):
     """A chained refinement's values of one block, filled in place, chunk after chunk.
 
     Sized once for all the values of the wanted leaves (their counts are
@@ -124,9 +113,6 @@ class CollectBuffer:
     size: int = 0
     #: The last row chunk added (-1: none): a link run again adds its chunk once.
     upto: int = -1
-
-    def __sizeof__(self) -> int:
-        return fields_nbytes(self)
 
     @classmethod
     def empty(cls, capacity: int) -> CollectBuffer:
@@ -163,14 +149,23 @@ def _collect_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, wanted: Wanted
     return into
 
 
-class _CollectLink:
-    """A chained refinement task: a row chunk's values added to the shard's buffers."""
+class _InPlaceLink:
+    """A chained task: a row chunk added in place to each of the shard's partial results.
+
+    ``add`` is :func:`_count_into` (histogram) or :func:`_collect_into`
+    (refinement, with the block's :class:`Wanted` from ``extras``).
+    """
+
+    def __init__(self, add: Callable[..., Any]) -> None:
+        self.add = add
 
     def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
-                 previous: tuple | None, chunk: int, wanted: tuple, *leaves: Any) -> tuple:
+                 previous: tuple | None, chunk: int, extras: tuple | None,
+                 *leaves: Any) -> tuple:
         return tuple(
-            _collect_into(rows, block, np.ascontiguousarray(directions[j0:j1]), wanted[k],
-                          None if previous is None else previous[k], chunk)
+            self.add(rows, block, np.ascontiguousarray(directions[j0:j1]),
+                     *(() if extras is None else (extras[k],)),
+                     None if previous is None else previous[k], chunk)
             for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
 
 
@@ -246,17 +241,15 @@ def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: An
     extras = tuple(extra[b] for b in group) if extra is not None else None
     name = key_name(verb, token)
     pick = operator.getitem
-    if chain and task.merge_fn is _merge_counts:  # counts added in place, link by link
+    in_place = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
+    if chain and in_place is not None:  # counts or values added in place, link by link
+        link = _InPlaceLink(in_place)
         result = None
         for i, r in enumerate(rows):
-            result = delayed(_CountLink(), pure=True)(r, directions, ranges, result, i, *leaves,
-                                                      dask_key_name=(name, g, i))
-    elif chain and task.merge_fn is _merge_collected:  # values copied in place, link by link
-        result = None
-        for i, r in enumerate(rows):
-            result = delayed(_CollectLink(), pure=True)(r, directions, ranges, result, i, extras,
-                                                        *leaves, dask_key_name=(name, g, i))
-        pick = _collected_block
+            result = delayed(link, pure=True)(r, directions, ranges, result, i, extras, *leaves,
+                                              dask_key_name=(name, g, i))
+        if in_place is _collect_into:  # the values collected, not the buffers
+            pick = _collected_block
     elif chain:
         result = None
         for i, r in enumerate(rows):

@@ -14,11 +14,11 @@ from ..kernels.moments import Moments, add_dd, chunk_moments, column_sums_dd, me
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
-from ..summary.nbytes import fields_nbytes
+from ..summary.nbytes import ArrayRecord
 
 
 @dataclass
-class ChunkMoments:
+class ChunkMoments(ArrayRecord):
     """Moments of the finite rows, non-finite rows and a Bernoulli row sample."""
 
     n: int
@@ -29,10 +29,6 @@ class ChunkMoments:
     sample: np.ndarray
     total: np.ndarray  # column sums as double-double (2, d)
     mean_lo: np.ndarray  # low part of ``mean`` as a double-double, for exact merges
-
-    def __sizeof__(self) -> int:
-        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
-        return fields_nbytes(self)
 
     @property
     def moments(self) -> Moments:

@@ -13,11 +13,11 @@ from ..kernels.hashing import keyed_sample
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
-from ..summary.nbytes import fields_nbytes
+from ..summary.nbytes import ArrayRecord
 
 
 @dataclass
-class RowSample:
+class RowSample(ArrayRecord):
     """Counts of finite and non-finite rows, and a Bernoulli sample of the finite ones.
 
     ``rows`` are the sampled rows in global row order and ``index`` their
@@ -29,10 +29,6 @@ class RowSample:
     bad_rows: np.ndarray
     rows: np.ndarray
     index: np.ndarray
-
-    def __sizeof__(self) -> int:
-        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
-        return fields_nbytes(self)
 
 
 def _sample_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> RowSample:

@@ -35,7 +35,7 @@ from ..kernels.routing import (
     score_block_squares,
     unpad_keys,
 )
-from .nbytes import fields_nbytes
+from .nbytes import ArrayRecord
 from .rows import Rows
 
 #: Guide grid cells per direction: at most four per key (measured: fewer leave
@@ -89,7 +89,7 @@ GUIDE_LOG_CORE = 1 / 64
 
 
 @dataclass
-class LeafCounts:
+class LeafCounts(ArrayRecord):
     """Rows per leaf (``counts``) and each direction's extreme values (``ext``).
 
     ``ext[jj]`` is ``(min, max)`` of direction ``jj``'s projections.  Counts are
@@ -101,10 +101,6 @@ class LeafCounts:
     #: The last row chunk added in place by a chained pass (-1: none), so that a
     #: link run again on the same counts does not add its chunk twice.
     upto: int = -1
-
-    def __sizeof__(self) -> int:
-        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
-        return fields_nbytes(self)
 
     @classmethod
     def empty(cls, n_leaves: int, mb: int) -> LeafCounts:

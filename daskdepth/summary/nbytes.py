@@ -5,7 +5,8 @@ back to ``sys.getsizeof`` for classes it does not know: a record of large
 arrays would count as a few dozen bytes.  The worker's memory manager would
 then see its arrays as unmanaged memory (and spill other keys, or pause,
 instead of these), and the scheduler would place tasks as if they were free
-to move.  The records define ``__sizeof__`` with :func:`fields_nbytes`.
+to move.  The records derive from :class:`ArrayRecord`, whose ``__sizeof__`` is
+:func:`fields_nbytes`.
 """
 
 from __future__ import annotations
@@ -35,3 +36,14 @@ def fields_nbytes(record: Any) -> int:
         value = getattr(record, field.name)
         total += value.nbytes if isinstance(value, np.ndarray) else sys.getsizeof(value)
     return total
+
+
+class ArrayRecord:
+    """Base of the dataclass records of arrays that tasks pass around: dask's ``sizeof``
+    counts their arrays (:func:`fields_nbytes`), so workers see them as managed memory.
+    """
+
+    __slots__ = ()
+
+    def __sizeof__(self) -> int:
+        return fields_nbytes(self)

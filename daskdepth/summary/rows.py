@@ -15,7 +15,7 @@ import numpy as np
 
 from ..kernels.routing import PROJECT_MAX_D
 from ..kernels.rows import distinct_rows, morton_codes
-from .nbytes import fields_nbytes
+from .nbytes import ArrayRecord
 
 #: Duplicates are merged only when that removes at least this fraction of a
 #: chunk's finite rows; otherwise gathering the distinct rows costs more than
@@ -35,7 +35,7 @@ ORDER_MIN_ROWS = 4096
 
 
 @dataclass
-class Rows:
+class Rows(ArrayRecord):
     """Centred rows for the kernels and how they map back to the chunk's rows.
 
     ``x`` holds the rows the kernels see (in column order for wide rows);
@@ -50,10 +50,6 @@ class Rows:
     weight: np.ndarray
     inverse: np.ndarray | None
     n_rows: int
-
-    def __sizeof__(self) -> int:
-        # dask's sizeof: the worker counts the arrays as managed memory (see nbytes.py)
-        return fields_nbytes(self)
 
     def expand(self, values: np.ndarray) -> np.ndarray:
         """Per-row ``values`` of ``x`` back to the chunk's rows (NaN where not finite)."""
