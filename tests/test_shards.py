@@ -394,3 +394,45 @@ def test_refinement_on_the_cluster_collects_in_place_with_the_same_bits(cluster,
     assert sorted(set(links)) == [0, 1, 2]  # every row chunk, chained per shard
     assert model.n_passes_ == base.n_passes_ == 2 and model.error_bound_ == 0.0
     np.testing.assert_array_equal(got, base.score_samples(x[:4000]))
+
+
+def test_replaced_blocks_are_freed_as_their_successors_are_computed(cluster, data, monkeypatch):
+    """Pilot, counted and split blocks are dropped from the workers once replaced.
+
+    The fit's phases each compute new blocks from old ones (finished from
+    pilot, split from finished); the old ones are released as soon as the new
+    tasks are submitted, so a worker never holds every old block next to every
+    new one.  The caller here still references the old blocks, as the fit's
+    own lists do, and their keys must be gone from the cluster all the same.
+    """
+    import time
+
+    import daskdepth.fitting.summaries as summaries
+
+    realize = summaries.realize
+    checks = []
+
+    def spy(blocks, n, name, **kw):
+        old = [b for b in kw.get("replaces", ()) if isinstance(b, ClusterBlock)]
+        out = realize(blocks, n, name, **kw)
+        if old:
+            client = old[0].future.client
+            keys = [b.future.key for b in old]
+            deadline = time.monotonic() + 10
+            while any(client.who_has(keys).values()) and time.monotonic() < deadline:
+                time.sleep(0.05)
+            checks.append((name, sum(bool(w) for w in client.who_has(keys).values())))
+        return out
+
+    monkeypatch.setattr(summaries, "realize", spy)
+    x = gaussian_data(DISTRIBUTED_ROWS, 3, seed=2)
+    with Client(cluster):
+        model = daskdepth.IRW(n_directions=64, tol=0.0, random_state=1).fit(chunked(x, 25_000))
+        assert model.n_passes_ == 2  # a histogram pass and a refinement
+        depth = model.score_samples(x[:2000])
+    phases = {name.split("-")[1] for name, _ in checks}
+    assert {"build", "split"} <= phases  # pilot -> finished, finished -> split
+    assert all(held == 0 for _, held in checks), checks
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(n_directions=64, tol=0.0, random_state=1).fit(chunked(x, 25_000))
+    np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))

@@ -405,7 +405,11 @@ def _shard_layout(blocks: list[Any], token: str) -> Layout:
 
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str) -> list[Any]:
-    """One pass counting the rows of every leaf exactly, then the finished leaves."""
+    """One pass counting the rows of every leaf exactly, then the finished leaves.
+
+    The finished leaves replace ``blocks`` (on a cluster each pilot block is
+    freed once its finished block is computed): the caller drops them.
+    """
     lay = _shard_layout(blocks, token)
     outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
@@ -419,13 +423,17 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
                 ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
     with phase("histogram"):
         return realize(finished, n, key_name("build", token, "meta"),
-                       keep=lay.groups is not None)
+                       keep=lay.groups is not None, replaces=blocks)
 
 
 def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                  n: int, tol: float, token: str,
                  statistic: str = "depth") -> tuple[list[Any], int]:
-    """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``."""
+    """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``.
+
+    The split blocks replace those of ``blocks`` (on a cluster each is freed
+    once its split is computed): the caller keeps the returned list only.
+    """
     picks = refine_plan(blocks, n, tol, statistic)
     todo = [i for i, p in enumerate(picks) if p.any()]
     if not todo:
@@ -450,7 +458,7 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
     blocks = list(blocks)
     with phase("refine"):
         for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta"),
-                                                keep=lay.groups is not None),
+                                          keep=lay.groups is not None, replaces=chosen),
                             strict=True):
             blocks[i] = block
     return blocks, 1
@@ -471,7 +479,8 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
                 ref, dask_key_name=(key_name("build", token, "final"), i)))
     blocks = list(blocks)
     for i, block in zip(todo, realize(tasks, n, key_name("build", token, "final", "meta"),
-                                                keep=lay.groups is not None),
+                                      keep=lay.groups is not None,
+                                      replaces=[blocks[i] for i in todo]),
                         strict=True):
         blocks[i] = block
     return blocks

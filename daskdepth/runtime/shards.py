@@ -182,7 +182,7 @@ def compute_spread(client: Any, tasks: Sequence[Delayed],
 
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
             finished: bool = True, place: tuple[Sequence[int], int] | None = None,
-            keep: bool = True) -> list[Any]:
+            keep: bool = True, replaces: Sequence[Any] = ()) -> list[Any]:
     """Compute direction blocks: here (local schedulers) or kept on the cluster.
 
     Without ``keep``, blocks computed on a cluster come back to this process
@@ -197,6 +197,14 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
     ``place`` as for :func:`compute_spread`.  ``finished`` says whether the
     blocks' leaves are counted (their error bounds are then part of the
     metadata).
+
+    ``replaces`` lists the blocks the new ones are computed from and replace
+    (the caller drops them): their futures are released as soon as the new
+    tasks are submitted, so that the scheduler frees each old block once the
+    tasks reading it have run, instead of holding every old block until every
+    new one is done (two copies of a worker's share at the end of a phase).
+    Their lineage stays with the scheduler: a new block lost with its worker
+    is recomputed from it.
     """
     client = active_client()
     if client is None:
@@ -205,6 +213,9 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
         return list(client.gather(client.compute(list(blocks))))
     futures = (compute_spread(client, blocks, place) if spread
                else list(client.compute(list(blocks))))
+    for old in replaces:
+        if isinstance(old, ClusterBlock) and old.future.client is client:
+            old.future.release()
     metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
              for i, f in enumerate(futures)]
     meta_futures = client.compute(metas)
