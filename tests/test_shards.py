@@ -436,3 +436,115 @@ def test_replaced_blocks_are_freed_as_their_successors_are_computed(cluster, dat
     with dask.config.set(scheduler="threads"):
         base = daskdepth.IRW(n_directions=64, tol=0.0, random_state=1).fit(chunked(x, 25_000))
     np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))
+
+
+def test_chunk_reads_only_for_cheap_reads_of_their_own(tmp_path):
+    """A chunk is read inside the gated task only when its read is small and its own."""
+    import zarr
+
+    from daskdepth.runtime.reads import chunk_reads
+
+    x = gaussian_data(4000, 3, seed=9)
+    zarr.create_array(str(tmp_path / "x.zarr"), shape=x.shape, chunks=(1000, 3),
+                      dtype="float64")[:] = x
+    stored = dask.array.from_zarr(str(tmp_path / "x.zarr"))
+    reads = chunk_reads(stored)
+    assert reads is not None and len(reads) == 4
+    assert all(len(r.graph) <= 2 for r in reads)  # the store's handle and one read
+    for r, i0 in zip(reads, range(0, 4000, 1000), strict=True):
+        np.testing.assert_array_equal(r(), x[i0:i0 + 1000])
+    assert chunk_reads(stored.rechunk((1500, 3))) is None  # reads shared by two chunks
+    assert chunk_reads(chunked(gaussian_data(400_000, 3, seed=1), 100_000)) is None  # 2.4 MB
+    with LocalCluster(n_workers=1, processes=False, dashboard_address=":0") as lc, Client(lc):
+        assert chunk_reads(stored.persist()) is None  # already on the cluster
+
+
+def test_sharded_passes_read_each_chunk_in_its_turn(cluster, monkeypatch):
+    """Chunk i is read once every shard has counted chunk i - READ_AHEAD, however slow one is.
+
+    Reading is fast and one shard's links are slow here: without the gate the
+    reads run ahead and the lagging worker collects every chunk.
+    """
+    import threading
+    import time
+
+    from daskdepth.passes import leaves as leaf_passes
+    from daskdepth.runtime.reads import READ_AHEAD, ChunkRead
+
+    lock = threading.Lock()
+    events, runs = [], []
+    clock = time.monotonic
+    link = leaf_passes._InPlaceLink.__call__
+    read = ChunkRead.__call__
+
+    def slow_link(self, rows, directions, ranges, previous, chunk, *rest):
+        if ranges[0][0] == 0:
+            time.sleep(0.15)  # the shard of the first blocks lags
+        out = link(self, rows, directions, ranges, previous, chunk, *rest)
+        with lock:
+            events.append(("done", ranges[0][0], chunk, clock()))
+            runs.append((self.add.__name__, ranges[0][0], chunk))
+        return out
+
+    def spy_read(self):
+        with lock:
+            events.append(("read", self.key[1], None, clock()))
+        return read(self)
+
+    monkeypatch.setattr(leaf_passes._InPlaceLink, "__call__", slow_link)
+    monkeypatch.setattr(ChunkRead, "__call__", spy_read)
+    x = gaussian_data(DISTRIBUTED_ROWS, 3, seed=2)
+    kw = dict(n_directions=64, tol=0.0, random_state=1)  # every pilot leaf split
+    with Client(cluster):
+        model = daskdepth.IRW(**kw).fit(chunked(x, 5_000))
+        got = model.score_samples(chunked(x[:20_000], 5_000)).compute()
+    shards_of = sorted({e[1] for e in events if e[0] == "done"})
+    assert len(shards_of) == 2  # two shards, chained
+    reads = [e for e in events if e[0] == "read"]
+    chunks = DISTRIBUTED_ROWS // 5_000
+    assert len({r[1] for r in reads}) == chunks >= 2 * READ_AHEAD
+    # Each link ran once: a later pass never reran an earlier one's (a pass's chunk keys
+    # reused by the next would bring the earlier gates, and their counting, back).
+    assert len(runs) == len(set(runs))
+    assert {"_count_into", "_collect_into"} <= {r[0] for r in runs}  # counted and refined
+    # Per pass (the link runs restart at chunk 0), each read after its turn.
+    passes, start = [], 0
+    for k, e in enumerate(events):
+        if e[0] == "read" and e[1] == 0 and k > start:
+            passes.append(events[start:k])
+            start = k
+    passes.append(events[start:])
+    checked = 0
+    for run in passes:
+        done = {(e[1], e[2]): e[3] for e in run if e[0] == "done"}
+        for _, i, _, t in (e for e in run if e[0] == "read"):
+            if i >= READ_AHEAD and all((s, i - READ_AHEAD) in done for s in shards_of):
+                assert t >= max(done[(s, i - READ_AHEAD)] for s in shards_of)
+                checked += 1
+    assert checked >= chunks - READ_AHEAD
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(**kw).fit(chunked(x, 5_000))
+    np.testing.assert_array_equal(got, base.score_samples(x[:20_000]))
+
+
+def test_sharded_scoring_reads_each_chunk_in_its_turn(cluster, data, local):
+    """Scoring reads chunk i (in its preparation task) after chunk i - READ_AHEAD is scored."""
+    from dask.core import get_dependencies
+    from dask.utils import key_split
+
+    from daskdepth.runtime.reads import READ_AHEAD
+
+    with Client(cluster):
+        model = _fit(data)
+        depth = model.score_samples(chunked(data[:20_000], 5_000))
+        graph = dict(depth.__dask_graph__())
+        got = depth.compute()
+    reads = {k[1]: k for k in graph if isinstance(k, tuple) and key_split(k) == "daskdepth-dedup"}
+    assert sorted(reads) == [0, 1, 2, 3]
+    for i, key in reads.items():
+        gates = [d for d in get_dependencies(graph, key) if key_split(d) == "daskdepth-gate"]
+        assert [g[1] for g in gates] == ([i - READ_AHEAD] if i >= READ_AHEAD else [])
+        assert not any(key_split(d).startswith(("array", "from")) for d in
+                       get_dependencies(graph, key))  # the chunk is read inside the task
+    with dask.config.set(scheduler="threads"):
+        np.testing.assert_array_equal(got, local[0].score_samples(data[:20_000]))

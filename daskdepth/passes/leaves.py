@@ -5,7 +5,9 @@ row chunks of each group.  Each row chunk is centred and its duplicate rows
 merged once, by a ``deduplicate`` task that every group's task of that chunk
 reads.  On the local schedulers each block is a group of its own; on a cluster
 a group is the blocks one worker holds (:mod:`daskdepth.runtime.shards`), so the
-row chunks travel to the blocks and the blocks stay where they are.
+row chunks travel to the blocks and the blocks stay where they are, and each
+chunk is read in its turn (:mod:`daskdepth.runtime.reads`): a worker whose
+shard lags holds no more chunks than the others.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from dask.delayed import Delayed, delayed
 
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
+from ..runtime.reads import READ_AHEAD, ChunkRead, chunk_reads, passed
 from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.nbytes import ArrayRecord
@@ -59,6 +62,11 @@ class Wanted(NamedTuple):
 
 def _deduplicate_chunk(x: np.ndarray, location: np.ndarray) -> Rows:
     return prepare_rows(x, location, keep_inverse=False)
+
+
+def _deduplicate_read(read: ChunkRead, location: np.ndarray, *gate: int) -> Rows:
+    """A row chunk read here (in its turn: ``gate``, see :mod:`daskdepth.runtime.reads`)."""
+    return prepare_rows(read(), location, keep_inverse=False)
 
 
 def _histogram_chunk(rows: Rows, leaves: BlockLeaves, v: np.ndarray) -> LeafCounts:
@@ -214,21 +222,74 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
     and values by concatenation in row-chunk order either way, so the result
     is the same.
     """
-    chunks, _ = row_blocks(x)
-    rows = [
-        delayed(_deduplicate_chunk, pure=True)(c, location,
-                                               dask_key_name=(key_name("dedup", token), i))
-        for i, c in enumerate(chunks)
-    ]
     if groups is None:
         groups = [Shard(None, [b]) for b in range(len(blocks))]
     task = _ShardTask(chunk_fn, merge_fn)
     outs: list[Delayed | None] = [None] * len(blocks)
+    reads = chunk_reads(x) if chain else None
+    if reads is not None:  # each chunk read in its turn, chained per shard
+        _gated_chains(outs, reads, location, directions, blocks, groups, task, extra, token,
+                      verb)
+        return [o for o in outs if o is not None]
+    chunks, _ = row_blocks(x)
+    rows = [
+        delayed(_deduplicate_chunk, pure=True)(c, location,
+                                               dask_key_name=(key_name("dedup", token, verb), i))
+        for i, c in enumerate(chunks)
+    ]
     for g, (worker, group) in enumerate(groups):
         with on_worker(worker):
             _group_tasks(outs, rows, directions, blocks, group, g, task, extra, merge_fn, token,
                          verb, chain)
     return [o for o in outs if o is not None]
+
+
+def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: np.ndarray,
+                  directions: Any, blocks: Sequence[BlockTask], groups: Sequence[Shard],
+                  task: _ShardTask, extra: Sequence[Any] | None, token: str,
+                  verb: str) -> None:
+    """Chained shard tasks whose row chunks are read in turn (:mod:`daskdepth.runtime.reads`).
+
+    Chunk ``i`` is read and prepared once every shard's link of chunk
+    ``i - READ_AHEAD`` has run (a token per link, on its worker), so a worker
+    holds at most ``READ_AHEAD`` chunks however far its shard lags.  The same
+    links as :func:`_group_tasks` with ``chain``: the same results.
+
+    The chunks' keys name the pass's verb: the scheduler keeps the tasks of a
+    finished pass as the lineage of its blocks, and a later pass (the
+    refinement shares the first wave's token) reusing such a key would get
+    that pass's gate, and with it a rerun of that pass's counting.
+    """
+    name = key_name(verb, token)
+    in_place = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
+    link: Callable[..., Any] = _InPlaceLink(in_place) if in_place is not None else task
+    plan = []
+    for worker, group in groups:
+        extras = tuple(extra[b] for b in group) if extra is not None else None
+        plan.append((worker, group, [(blocks[b].j0, blocks[b].j1) for b in group],
+                     [blocks[b].leaves for b in group], extras))
+    results: list[Any] = [None] * len(groups)
+    tokens: list[list[Delayed]] = []
+    for i, read in enumerate(reads):
+        gate = tokens[i - READ_AHEAD] if i >= READ_AHEAD else []
+        rows = delayed(_deduplicate_read, pure=True)(
+            read, location, *gate, dask_key_name=(key_name("dedup", token, verb), i))
+        done = []
+        for g, (worker, _, ranges, leaves, extras) in enumerate(plan):
+            with on_worker(worker):
+                extra_args = (i, extras) if in_place is not None else (extras,)
+                results[g] = delayed(link, pure=True)(
+                    rows, directions, ranges, results[g], *extra_args, *leaves,
+                    dask_key_name=(name, g, i))
+                done.append(delayed(passed, pure=True)(
+                    results[g], dask_key_name=(key_name("gate", token, verb), g, i)))
+        tokens.append(done)
+    pick = _collected_block if in_place is _collect_into else operator.getitem
+    for g, (worker, group, *_) in enumerate(plan):
+        with on_worker(worker):
+            for k, b in enumerate(group):
+                outs[b] = delayed(pick, pure=True)(
+                    results[g], k, dask_key_name=key_name("merge", token, verb, "block", b))
 
 
 def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: Any,

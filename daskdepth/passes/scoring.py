@@ -5,9 +5,10 @@ Under a local scheduler: one task per row chunk, reading the whole summary
 (:func:`daskdepth.runtime.memory.shard_summary`) is copied to every worker and
 read the same way; a larger depth summary is sharded by direction block
 (:mod:`daskdepth.runtime.shards`): each row chunk is
-prepared once (centred, duplicates merged), scored by one task per shard (the
-blocks one worker holds, where they are), and the shards' partial results are
-combined per row chunk.  Every tabulated score is a multiple of 1/2 rows, so
+prepared once (centred, duplicates merged; read in its turn, see
+:mod:`daskdepth.runtime.reads`), scored by one task per shard (the blocks one
+worker holds, where they are), and the shards' partial results are combined
+per row chunk.  Every tabulated score is a multiple of 1/2 rows, so
 partial sums are exact and add up to the same bits in any order
 (:func:`daskdepth.summary.blocks.sums_are_exact`); beyond that range the shards
 are visited in block order, each adding into the running sum, as the
@@ -33,6 +34,7 @@ from ..runtime.client import active_client, broadcast
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.memory import shard_summary
+from ..runtime.reads import READ_AHEAD, ChunkRead, chunk_reads, passed
 from ..runtime.shards import ClusterBlock, graph_ref, hold, on_worker, placed, shards
 from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
 from ..summary.depth import DepthSummary
@@ -111,6 +113,12 @@ def _prepare_chunk(x: np.ndarray, shell: DepthSummary, raise_nan: bool, start: f
     return prepare_rows(x, shell.location, _check_rows(x, raise_nan, start))
 
 
+def _prepare_read(read: ChunkRead, shell: DepthSummary, raise_nan: bool, start: float,
+                  *gate: int) -> Rows:
+    """A row chunk read here, in its turn (``gate``, see :mod:`daskdepth.runtime.reads`)."""
+    return _prepare_chunk(read(), shell, raise_nan, start)
+
+
 def _score_shard(rows: Rows, directions: np.ndarray, mode: str, running: Any,
                  *blocks: Any) -> Any:
     """``running`` (or the empty start) with the shard's blocks scored in, in block order.
@@ -186,13 +194,23 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     # with two inputs, are not fused into a task named after both).
     shell = delayed(DepthSummary(summary.location, summary.directions, [], n),
                     name=key_name("share", token, "shell"), traverse=False)
-    chunks = list(x.to_delayed(optimize_graph=False).ravel())
+    # Each chunk is read in its turn when its read is cheap and its own: once chunk
+    # i - READ_AHEAD is scored, so a worker whose shard lags holds no more chunks.
+    reads = chunk_reads(x)
+    chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
     name = key_name("score", token) if mode != "std" else key_name("score", token, "std")
     finals: list[Delayed] = []
+    tokens: list[Delayed] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
-        rows = delayed(_prepare_chunk, pure=True)(
-            chunk, shell, raise_nan, start,
-            dask_key_name=(key_name("dedup", token, "score"), i))
+        if reads is None:
+            rows = delayed(_prepare_chunk, pure=True)(
+                chunk, shell, raise_nan, start,
+                dask_key_name=(key_name("dedup", token, "score"), i))
+        else:
+            rows = delayed(_prepare_read, pure=True)(
+                chunk, shell, raise_nan, start,
+                *([tokens[i - READ_AHEAD]] if i >= READ_AHEAD else []),
+                dask_key_name=(key_name("dedup", token, "score"), i))
         running: Any = None
         parts = []
         for g, (worker, group) in enumerate(groups):
@@ -210,6 +228,9 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
         key = (name, i, 0) if mode == "std" else (name, i)  # the array's block (i[, 0])
         finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
                                                   dask_key_name=key))
+        if reads is not None:
+            tokens.append(delayed(passed, pure=True)(
+                finals[-1], dask_key_name=(key_name("gate", token, "score"), i)))
     # The tasks keep their layers (and the shard tasks their worker annotations); a
     # layer named as the array, depending on them all, is what later operations on
     # the array (such as writing it) refer to.

@@ -25,6 +25,7 @@ VERBS: dict[str, str] = {
     "sort": "in memory: sorted projections and in-sample counts, per direction block",
     "bin": "a direction block's leaves, shared by the pass tasks",
     "dedup": "row chunks centred and their duplicate rows merged, once per pass",
+    "gate": "a shard's task of a row chunk has run: a later chunk may be read",
     "count": "exact leaf counts of every row chunk and direction block",
     "build": "light leaves merged and scores tabulated, per direction block",
     "hone": "values of the leaves still too heavy, per row chunk and direction block",
