@@ -141,11 +141,15 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, ls, lk, gm, keys, k0,
         elif p > MAXF:
             p = MAXF
         pbuf[i - t0] = p
-        # The grid is the direction's: this test is the same for every row.
-        if ls > 0.0:
-            lbuf[i - t0] = k0 + np.uint64(tab[log_cell(p, lo, ls, lk, gm)])
-        else:
-            lbuf[i - t0] = k0 + np.uint64(tab[cell(p, lo, sc, gm)])
+    # The grid is the direction's: tested once per tile, not per row (counting one
+    # chunk of Http into a block of 32 directions: 7.9 ms against 9.2-9.8 ms with the
+    # test in the row loop, interleaved medians of 7; same leaves).
+    if ls > 0.0:
+        for s in range(t1 - t0):
+            lbuf[s] = k0 + np.uint64(tab[log_cell(pbuf[s], lo, ls, lk, gm)])
+    else:
+        for s in range(t1 - t0):
+            lbuf[s] = k0 + np.uint64(tab[cell(pbuf[s], lo, sc, gm)])
     for s in range(t1 - t0):
         p = pbuf[s]
         q = lbuf[s]
