@@ -310,3 +310,43 @@ def test_routing_survives_a_nan_guide_grid():
     np.testing.assert_array_equal(got, expected)
     with pytest.raises(ValueError, match="guide grid"):
         broken.validate(200)
+
+
+def test_tried_guides_are_given_up_early_with_the_same_result():
+    """A smaller guide that cannot be kept is given up at its first crowded direction.
+
+    The routing structure is the one of trying each smaller grid in full and
+    keeping the first whose cells hold at most GUIDE_CELL_KEYS keys: evenly
+    spread keys (a small grid kept), clustered keys like Http's (given up, the
+    full grid), heavy tails (logarithmic grids).
+    """
+    from daskdepth.kernels.routing import PAD, pad_keys
+    from daskdepth.summary import leaves as leaf_module
+
+    rng = np.random.default_rng(3)
+    even = np.linspace(-1.0, 1.0, 3000)
+    clustered = np.unique(np.round(rng.exponential(size=6000) ** 3, 3))
+    cases = [[even, even + 0.5], [clustered, even], [even, clustered],
+             [_heavy_keys(3000, 4), even], [rng.normal(size=4000), _heavy_keys(3000, 5, 1.0)]]
+    kept, gave_up = set(), 0
+    for dirs in cases:
+        cuts = [np.sort(d) for d in dirs]
+        cptr = np.concatenate([[0], np.cumsum([c.size for c in cuts])]).astype(np.int64)
+        keys = pad_keys(cptr, np.concatenate(cuts))
+        kptr = cptr + PAD * np.arange(len(cuts) + 1)
+        for per_key in (*leaf_module.GUIDE_TRY_PER_KEY, leaf_module.GUIDE_PER_KEY):
+            full = leaf_module._guide(cptr, kptr, keys, per_key)
+            if per_key == leaf_module.GUIDE_PER_KEY or int(np.diff(full.table, axis=1).max(
+                    initial=0)) <= leaf_module.GUIDE_CELL_KEYS:
+                break
+            early = leaf_module._guide(cptr, kptr, keys, per_key, tried=True)
+            gave_up += early is None
+            assert early is None or int(np.diff(early.table, axis=1).max()) > \
+                leaf_module.GUIDE_CELL_KEYS
+        block = BlockLeaves.from_keys(0, len(cuts), cptr, keys)
+        kept.add(per_key)
+        assert block.g == full.g
+        np.testing.assert_array_equal(block.table, full.table)
+        np.testing.assert_array_equal(block.g_log, full.log)
+        np.testing.assert_array_equal(block.g_lo, full.lo)
+    assert len(kept) >= 2 and gave_up  # grids kept and given up early

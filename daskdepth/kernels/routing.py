@@ -292,12 +292,17 @@ def unpad_keys(cptr, keys):
 
 
 @kernel
-def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only):
+def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only, crowded=0, scan_max=0.0):
     """Fill ``table[jj, c]``: keys of direction ``jj`` whose guide cell is before ``c``.
 
     Only the directions with ``only[jj]`` are filled.  Returns each direction's
     expected scan, ``sum over cells of keys ** 2 / keys``: the keys a lookup
     starts before or scans, for a point distributed like the keys.
+
+    With ``crowded > 0``, stops at the first direction that has a cell of more
+    than ``crowded`` keys and an expected scan of at most ``scan_max`` (so no
+    other grid would replace its own), and returns an empty array: a grid
+    tried for its smaller table that cannot be kept is given up at once.
     """
     gm = g + 0.5
     cost = np.zeros(g_lo.size)
@@ -314,10 +319,14 @@ def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only):
             if c + 1 < g + 2:
                 row[c + 1] += 1
         sq = 0.0
+        most = 0
         for c in range(1, g + 2):
+            most = max(most, np.int64(row[c]))
             sq += float(row[c]) * float(row[c])
             row[c] += row[c - 1]
         cost[jj] = sq / max(1, kptr[jj + 1] - PAD - kptr[jj])
+        if crowded > 0 and most > crowded and cost[jj] <= scan_max:
+            return np.zeros(0)
     return cost
 
 

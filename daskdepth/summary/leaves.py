@@ -132,10 +132,13 @@ class Guide(NamedTuple):
 
 
 def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
-           per_key: int = GUIDE_PER_KEY) -> Guide:
+           per_key: int = GUIDE_PER_KEY, tried: bool = False) -> Guide | None:
     """Guide grid of each direction, from its (padded) keys, and its table.
 
     ``g``: ``per_key`` cells per key of the direction with the most keys, within limits.
+    ``tried``: the grid is only wanted if no cell holds more than
+    :data:`GUIDE_CELL_KEYS` keys; None as soon as a direction's cell does and no
+    logarithmic grid would replace its linear one (its expected scan is small).
 
     Linear over the keys between the :data:`GUIDE_QUANTILE` ranks; where that
     leaves more than :data:`GUIDE_SCAN_MAX` keys to scan per lookup (heavy tails,
@@ -165,7 +168,10 @@ def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
         with np.errstate(over="ignore"):  # no overflow for tiny spreads
             scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
     every = np.ones(mb, dtype=np.bool_)
-    cost = guide_table(lo, scale, log, g, kptr, keys, table, every)
+    cost = guide_table(lo, scale, log, g, kptr, keys, table, every,
+                       GUIDE_CELL_KEYS if tried else 0, GUIDE_SCAN_MAX)
+    if cost.size < mb:  # a crowded cell that stays: this grid is not kept
+        return None
     heavy = np.flatnonzero((cost > GUIDE_SCAN_MAX) & (nk > 0))
     if heavy.size:
         _log_guide(heavy, g, cptr, kptr, keys, lo, scale, log, table, cost)
@@ -301,11 +307,14 @@ class BlockLeaves:
         """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
         kptr = cptr + PAD * np.arange(mb + 1)
-        for per_key in (*GUIDE_TRY_PER_KEY, GUIDE_PER_KEY):
-            guide = _guide(cptr, kptr, keys, per_key)
-            if per_key == GUIDE_PER_KEY or int(np.diff(guide.table, axis=1).max(
+        for per_key in GUIDE_TRY_PER_KEY:
+            guide = _guide(cptr, kptr, keys, per_key, tried=True)
+            if guide is not None and int(np.diff(guide.table, axis=1).max(
                     initial=0)) <= GUIDE_CELL_KEYS:
                 break
+        else:
+            guide = _guide(cptr, kptr, keys, GUIDE_PER_KEY)
+        assert guide is not None
         return cls(j0, j1, cptr, guide.g, guide.lo, guide.scale, guide.log, keys, guide.table)
 
     @classmethod
