@@ -20,6 +20,7 @@ from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogr
 from ..runtime.client import active_client, broadcast, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.reads import ChunkRead, chunk_reads
 from ..runtime.shards import (
     ClusterBlock,
     Shard,
@@ -237,10 +238,13 @@ def next_wave(ranges: list[tuple[int, int]], wave_directions: int) -> int:
 
 
 class Shared(NamedTuple):
-    """Graph keys read by many tasks of a fit: the centred sample (transposed), the directions."""
+    """What many tasks of a fit read: the centred sample (transposed), the directions (graph
+    keys), and the row chunks' reads for the sharded passes (None where ``x`` has none, or
+    the passes are not sharded: :func:`daskdepth.runtime.reads.chunk_reads`)."""
 
     columns: Any
     directions: Any
+    reads: list[ChunkRead] | None = None
 
 
 def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
@@ -281,7 +285,9 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True,
                              keep=shard)
         return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
-    shared = Shared(columns, share(directions, key_name("share", token, "directions")))
+    # The chunks' reads are found once (a walk of x's graph), for every wave and the refinement.
+    reads = chunk_reads(x) if shard and active_client() is not None else None
+    shared = Shared(columns, share(directions, key_name("share", token, "directions")), reads)
     # Blocks end in contiguous runs per worker; the waves take turns over the runs, so
     # that every wave keeps every worker counting and fills them evenly.
     order = turns(len(ranges), worker_count() if shard else 1)
@@ -300,7 +306,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
     # The row sample is only read by the pilots: released before the refinement.
-    shared = Shared(None, shared.directions)
+    shared = Shared(None, shared.directions, shared.reads)
     del columns
     blocks = [done[b] for b in range(len(ranges))]
     blocks, refined = refine_phase(x, location, shared, blocks, n, tol, token, statistic)
@@ -414,7 +420,8 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
                                                                      strict=True)],
-                           token=token, groups=lay.groups, chain=lay.chain)
+                           token=token, groups=lay.groups, chain=lay.chain,
+                           reads=shared.reads)
     cap = leaf_cap(n, tol)
     finished = []
     for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
@@ -449,7 +456,7 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
     outs = collect_graph(
         x, location, shared.directions,
         [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
-        token=token, groups=lay.groups, chain=lay.chain)
+        token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads)
     refined = []
     for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
         with on_worker(lay.workers[k]):

@@ -24,7 +24,7 @@ from dask.delayed import Delayed, delayed
 
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.reads import READ_AHEAD, ChunkRead, chunk_reads, passed
+from ..runtime.reads import READ_AHEAD, ChunkRead, passed
 from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.nbytes import ArrayRecord
@@ -207,11 +207,59 @@ def _merge_tuples(merge_fn: Callable[..., Any], *parts: tuple) -> tuple:
     return tuple(merge_fn(*items) for items in zip(*parts, strict=True))
 
 
+class _GroupInputs(NamedTuple):
+    """What every task of one group reads besides its row chunk."""
+
+    ranges: list[tuple[int, int]]
+    leaves: list[Any]
+    extras: tuple | None
+
+
+def _group_inputs(blocks: Sequence[BlockTask], group: list[int],
+                  extra: Sequence[Any] | None) -> _GroupInputs:
+    return _GroupInputs([(blocks[b].j0, blocks[b].j1) for b in group],
+                        [blocks[b].leaves for b in group],
+                        tuple(extra[b] for b in group) if extra is not None else None)
+
+
+class _Chain(NamedTuple):
+    """How a chained pass links a group's row chunks, and picks a block's result."""
+
+    link: Callable[..., Any]
+    indexed: bool  # the link takes the chunk's index (an in-place link)
+    pick: Callable[..., Any]
+
+    @classmethod
+    def of(cls, task: _ShardTask) -> _Chain:
+        """Counts or values added in place, link by link, where the pass has such a merge."""
+        add = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
+        if add is None:
+            return cls(task, False, operator.getitem)
+        # Collected values are picked out of their buffers.
+        return cls(_InPlaceLink(add), True,
+                   _collected_block if add is _collect_into else operator.getitem)
+
+    def step(self, rows: Any, directions: Any, inputs: _GroupInputs, previous: Any, i: int,
+             key: tuple) -> Delayed:
+        """The link adding row chunk ``i`` to ``previous``."""
+        index = (i,) if self.indexed else ()
+        return delayed(self.link, pure=True)(rows, directions, inputs.ranges, previous, *index,
+                                             inputs.extras, *inputs.leaves, dask_key_name=key)
+
+
+def _pick_blocks(outs: list[Delayed | None], result: Any, group: list[int],
+                 pick: Callable[..., Any], token: str, verb: str) -> None:
+    """Each block's result out of its group's tuple, into ``outs``."""
+    for k, b in enumerate(group):
+        outs[b] = delayed(pick, pure=True)(
+            result, k, dask_key_name=key_name("merge", token, verb, "block", b))
+
+
 def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
                 blocks: Sequence[BlockTask], chunk_fn: Callable[..., Any],
                 merge_fn: Callable[..., Any], extra: Sequence[Any] | None, token: str,
                 verb: str, groups: Sequence[Shard] | None = None,
-                chain: bool = False) -> list[Delayed]:
+                chain: bool = False, reads: list[ChunkRead] | None = None) -> list[Delayed]:
     """One ``verb`` task per (row chunk, group of blocks), reduced over the row chunks.
 
     ``groups`` lists the blocks read together by one task (default: each block
@@ -220,15 +268,17 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
     ``chain`` each group's tasks merge the row chunks one after the other (one
     partial result alive per group), otherwise in a tree.  Counts merge by sum
     and values by concatenation in row-chunk order either way, so the result
-    is the same.
+    is the same.  ``reads`` are ``x``'s chunk reads
+    (:func:`daskdepth.runtime.reads.chunk_reads`, None where it has none): a
+    chained pass given them reads each chunk in its turn.
     """
     if groups is None:
         groups = [Shard(None, [b]) for b in range(len(blocks))]
     task = _ShardTask(chunk_fn, merge_fn)
+    inputs = [_group_inputs(blocks, group, extra) for _, group in groups]
     outs: list[Delayed | None] = [None] * len(blocks)
-    reads = chunk_reads(x) if chain else None
-    if reads is not None:  # each chunk read in its turn, chained per shard
-        _gated_chains(outs, reads, location, directions, blocks, groups, task, extra, token,
+    if chain and reads is not None:  # each chunk read in its turn, chained per shard
+        _gated_chains(outs, reads, location, directions, groups, inputs, _Chain.of(task), token,
                       verb)
         return [o for o in outs if o is not None]
     chunks, _ = row_blocks(x)
@@ -237,23 +287,36 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
                                                dask_key_name=(key_name("dedup", token, verb), i))
         for i, c in enumerate(chunks)
     ]
-    for g, (worker, group) in enumerate(groups):
+    name = key_name(verb, token)
+    for g, ((worker, group), grouped) in enumerate(zip(groups, inputs, strict=True)):
         with on_worker(worker):
-            _group_tasks(outs, rows, directions, blocks, group, g, task, extra, merge_fn, token,
-                         verb, chain)
+            if chain:
+                steps = _Chain.of(task)
+                result = None
+                for i, r in enumerate(rows):
+                    result = steps.step(r, directions, grouped, result, i, (name, g, i))
+                pick = steps.pick
+            else:
+                parts = [delayed(task, pure=True)(r, directions, grouped.ranges, None,
+                                                  grouped.extras, *grouped.leaves,
+                                                  dask_key_name=(name, g, i))
+                         for i, r in enumerate(rows)]
+                result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
+                                     key_name("merge", token, verb, g))
+                pick = operator.getitem
+            _pick_blocks(outs, result, group, pick, token, verb)
     return [o for o in outs if o is not None]
 
 
 def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: np.ndarray,
-                  directions: Any, blocks: Sequence[BlockTask], groups: Sequence[Shard],
-                  task: _ShardTask, extra: Sequence[Any] | None, token: str,
-                  verb: str) -> None:
+                  directions: Any, groups: Sequence[Shard], inputs: list[_GroupInputs],
+                  steps: _Chain, token: str, verb: str) -> None:
     """Chained shard tasks whose row chunks are read in turn (:mod:`daskdepth.runtime.reads`).
 
     Chunk ``i`` is read and prepared once every shard's link of chunk
     ``i - READ_AHEAD`` has run (a token per link, on its worker), so a worker
     holds at most ``READ_AHEAD`` chunks however far its shard lags.  The same
-    links as :func:`_group_tasks` with ``chain``: the same results.
+    links as the chained pass of :func:`_block_pass`: the same results.
 
     The chunks' keys name the pass's verb: the scheduler keeps the tasks of a
     finished pass as the lineage of its blocks, and a later pass (the
@@ -261,13 +324,6 @@ def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: 
     that pass's gate, and with it a rerun of that pass's counting.
     """
     name = key_name(verb, token)
-    in_place = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
-    link: Callable[..., Any] = _InPlaceLink(in_place) if in_place is not None else task
-    plan = []
-    for worker, group in groups:
-        extras = tuple(extra[b] for b in group) if extra is not None else None
-        plan.append((worker, group, [(blocks[b].j0, blocks[b].j1) for b in group],
-                     [blocks[b].leaves for b in group], extras))
     results: list[Any] = [None] * len(groups)
     tokens: list[list[Delayed]] = []
     for i, read in enumerate(reads):
@@ -275,80 +331,39 @@ def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: 
         rows = delayed(_deduplicate_read, pure=True)(
             read, location, *gate, dask_key_name=(key_name("dedup", token, verb), i))
         done = []
-        for g, (worker, _, ranges, leaves, extras) in enumerate(plan):
+        for g, ((worker, _), grouped) in enumerate(zip(groups, inputs, strict=True)):
             with on_worker(worker):
-                extra_args = (i, extras) if in_place is not None else (extras,)
-                results[g] = delayed(link, pure=True)(
-                    rows, directions, ranges, results[g], *extra_args, *leaves,
-                    dask_key_name=(name, g, i))
+                results[g] = steps.step(rows, directions, grouped, results[g], i, (name, g, i))
                 done.append(delayed(passed, pure=True)(
                     results[g], dask_key_name=(key_name("gate", token, verb), g, i)))
         tokens.append(done)
-    pick = _collected_block if in_place is _collect_into else operator.getitem
-    for g, (worker, group, *_) in enumerate(plan):
+    for g, (worker, group) in enumerate(groups):
         with on_worker(worker):
-            for k, b in enumerate(group):
-                outs[b] = delayed(pick, pure=True)(
-                    results[g], k, dask_key_name=key_name("merge", token, verb, "block", b))
-
-
-def _group_tasks(outs: list[Delayed | None], rows: list[Delayed], directions: Any,
-                 blocks: Sequence[BlockTask], group: list[int], g: int, task: _ShardTask,
-                 extra: Sequence[Any] | None, merge_fn: Callable[..., Any], token: str,
-                 verb: str, chain: bool) -> None:
-    """The tasks of one group, and each of its blocks' result (into ``outs``)."""
-    ranges = [(blocks[b].j0, blocks[b].j1) for b in group]
-    leaves = [blocks[b].leaves for b in group]
-    extras = tuple(extra[b] for b in group) if extra is not None else None
-    name = key_name(verb, token)
-    pick = operator.getitem
-    in_place = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
-    if chain and in_place is not None:  # counts or values added in place, link by link
-        link = _InPlaceLink(in_place)
-        result = None
-        for i, r in enumerate(rows):
-            result = delayed(link, pure=True)(r, directions, ranges, result, i, extras, *leaves,
-                                              dask_key_name=(name, g, i))
-        if in_place is _collect_into:  # the values collected, not the buffers
-            pick = _collected_block
-    elif chain:
-        result = None
-        for i, r in enumerate(rows):
-            result = delayed(task, pure=True)(r, directions, ranges, result, extras, *leaves,
-                                              dask_key_name=(name, g, i))
-    else:
-        parts = [delayed(task, pure=True)(r, directions, ranges, None, extras, *leaves,
-                                          dask_key_name=(name, g, i))
-                 for i, r in enumerate(rows)]
-        result = tree_reduce(parts, partial(_merge_tuples, merge_fn),
-                             key_name("merge", token, verb, g))
-    for k, b in enumerate(group):
-        outs[b] = delayed(pick, pure=True)(
-            result, k, dask_key_name=key_name("merge", token, verb, "block", b))
+            _pick_blocks(outs, results[g], group, steps.pick, token, verb)
 
 
 def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
                     blocks: Sequence[BlockTask], *, token: str,
                     groups: Sequence[Shard] | None = None,
-                    chain: bool = False) -> list[Delayed]:
+                    chain: bool = False, reads: list[ChunkRead] | None = None) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Counts merge by sum and extremes by min / max, which is exact and
     independent of the chunking and of the reduction order.  ``directions``
-    is the direction matrix or a graph key holding it; ``groups`` and
-    ``chain`` as for the blocks' shards (see :func:`_block_pass`).
+    is the direction matrix or a graph key holding it; ``groups``, ``chain``
+    and ``reads`` as for the blocks' shards (see :func:`_block_pass`).
     """
     return _block_pass(x, location, directions, blocks, _histogram_chunk, _merge_counts, None,
-                       token, "count", groups, chain)
+                       token, "count", groups, chain, reads)
 
 
 def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
                   blocks: Sequence[BlockTask], wanted: Sequence[Any], *,
                   token: str, groups: Sequence[Shard] | None = None,
-                  chain: bool = False) -> list[Delayed]:
+                  chain: bool = False, reads: list[ChunkRead] | None = None) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
 
     ``wanted`` holds a :class:`Wanted` (or a task computing one) per block.
     """
     return _block_pass(x, location, directions, blocks, _collect_chunk, _merge_collected,
-                       wanted, token, "hone", groups, chain)
+                       wanted, token, "hone", groups, chain, reads)

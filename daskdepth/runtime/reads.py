@@ -54,9 +54,6 @@ class ChunkRead:
     def __call__(self) -> Any:
         return dask.get(self.graph, self.key)
 
-    def __reduce__(self) -> tuple:
-        return ChunkRead, (self.graph, self.key)
-
 
 def chunk_reads(x: da.Array) -> list[ChunkRead] | None:
     """Per row chunk of ``x`` (one column chunk), the tasks that read it; None if not cheap.
