@@ -548,3 +548,39 @@ def test_sharded_scoring_reads_each_chunk_in_its_turn(cluster, data, local):
                        get_dependencies(graph, key))  # the chunk is read inside the task
     with dask.config.set(scheduler="threads"):
         np.testing.assert_array_equal(got, local[0].score_samples(data[:20_000]))
+
+
+class _RecordPlacement:
+    """Scheduler plugin: where each task's dependencies were and where it ran, by key."""
+
+    name = "record-placement"
+
+    def __init__(self, scheduler):
+        self.scheduler = scheduler
+        self.ran: dict = {}
+
+    def transition(self, key, start, finish, *args, **kwargs):
+        if start == "processing" and finish == "memory":
+            ts = self.scheduler.tasks[key]
+            deps = {dts.key: {w.address for w in dts.who_has or ()} for dts in ts.dependencies}
+            self.ran[key] = (next(iter(ts.who_has)).address, set(ts.worker_restrictions or ()),
+                             deps)
+
+
+def test_block_metadata_is_computed_where_the_block_is(cluster, data):
+    """Metadata tasks are placed on their block's worker: never stolen with a copy of it."""
+    record = _RecordPlacement(cluster.scheduler)
+    cluster.scheduler.add_plugin(record)
+    try:
+        with Client(cluster):
+            model = _fit(data)
+    finally:
+        cluster.scheduler.remove_plugin(name=record.name)
+    assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+    metas = {k: v for k, v in record.ran.items()
+             if str(k[0] if isinstance(k, tuple) else k).endswith("-meta")}
+    assert len(metas) >= 2 * len(model.summary_.blocks)  # pilot and counted blocks at least
+    for key, (ran, placed, deps) in metas.items():
+        assert len(deps) == 1, key
+        (holders,) = deps.values()
+        assert placed and placed <= holders and ran in placed, key

@@ -29,6 +29,7 @@ from distributed import Future, wait
 
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
 from .client import active_client
+from .placement import keep_placed
 
 
 class ClusterBlock(BlockHandle):
@@ -166,6 +167,7 @@ def compute_spread(client: Any, tasks: Sequence[Delayed],
     workers = _workers(client)
     if len(workers) <= 1:
         return list(client.compute(list(tasks)))
+    keep_placed(client)
     indices, total = place if place is not None else (range(len(tasks)), len(tasks))
     owners = [spread_owner(i, total, len(workers)) for i in indices]
     out: list[Future | None] = [None] * len(tasks)
@@ -216,8 +218,14 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
     for old in replaces:
         if isinstance(old, ClusterBlock) and old.future.client is client:
             old.future.release()
-    metas = [delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i))
-             for i, f in enumerate(futures)]
+    # Each block's metadata is computed where the block is, after it: a metadata task
+    # left unplaced may be stolen by an idle worker, which then copies the block.
+    wait(futures)
+    holders = client.who_has(futures)
+    metas = []
+    for i, f in enumerate(futures):
+        with on_worker(min(holders.get(f.key) or ["?"])):
+            metas.append(delayed(block_meta, pure=True)(f, n, finished, dask_key_name=(name, i)))
     meta_futures = client.compute(metas)
     values = client.gather(meta_futures)
     del meta_futures
@@ -314,10 +322,14 @@ def on_worker(worker: str | None) -> Any:
 
     Dask would otherwise run a task where most of its input bytes are, and a
     row chunk often outweighs a shard's blocks: the blocks would be copied to
-    the chunks instead of the chunks to the blocks.
+    the chunks instead of the chunks to the blocks.  Idle workers do not steal
+    such tasks either (:mod:`daskdepth.runtime.placement`).
     """
     if worker is None or worker == "?":
         return contextlib.nullcontext()
+    client = active_client()
+    if client is not None:
+        keep_placed(client)  # not stolen by idle workers either (once per client)
     return dask.annotate(workers=[worker], allow_other_workers=True)
 
 
