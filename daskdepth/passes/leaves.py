@@ -24,7 +24,7 @@ from dask.delayed import Delayed, delayed
 
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.reads import READ_AHEAD, ChunkRead, passed
+from ..runtime.reads import ChunkRead, gate, passed
 from ..runtime.shards import Shard, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.nbytes import ArrayRecord
@@ -277,9 +277,9 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
     task = _ShardTask(chunk_fn, merge_fn)
     inputs = [_group_inputs(blocks, group, extra) for _, group in groups]
     outs: list[Delayed | None] = [None] * len(blocks)
-    if chain and reads is not None:  # each chunk read in its turn, chained per shard
-        _gated_chains(outs, reads, location, directions, groups, inputs, _Chain.of(task), token,
-                      verb)
+    steps = _Chain.of(task) if chain else None
+    if steps is not None and reads is not None:  # each chunk read in its turn, per shard
+        _gated_chains(outs, reads, location, directions, groups, inputs, steps, token, verb)
         return [o for o in outs if o is not None]
     chunks, _ = row_blocks(x)
     rows = [
@@ -290,8 +290,7 @@ def _block_pass(x: da.Array, location: np.ndarray, directions: Any,
     name = key_name(verb, token)
     for g, ((worker, group), grouped) in enumerate(zip(groups, inputs, strict=True)):
         with on_worker(worker):
-            if chain:
-                steps = _Chain.of(task)
+            if steps is not None:
                 result = None
                 for i, r in enumerate(rows):
                     result = steps.step(r, directions, grouped, result, i, (name, g, i))
@@ -327,9 +326,8 @@ def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: 
     results: list[Any] = [None] * len(groups)
     tokens: list[list[Delayed]] = []
     for i, read in enumerate(reads):
-        gate = tokens[i - READ_AHEAD] if i >= READ_AHEAD else []
         rows = delayed(_deduplicate_read, pure=True)(
-            read, location, *gate, dask_key_name=(key_name("dedup", token, verb), i))
+            read, location, *gate(tokens, i), dask_key_name=(key_name("dedup", token, verb), i))
         done = []
         for g, ((worker, _), grouped) in enumerate(zip(groups, inputs, strict=True)):
             with on_worker(worker):

@@ -34,7 +34,7 @@ from ..runtime.client import active_client, broadcast
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.memory import shard_summary
-from ..runtime.reads import READ_AHEAD, ChunkRead, chunk_reads, passed
+from ..runtime.reads import ChunkRead, chunk_reads, gate, passed
 from ..runtime.shards import ClusterBlock, graph_ref, hold, on_worker, placed, shards
 from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
 from ..summary.depth import DepthSummary
@@ -200,7 +200,7 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
     name = key_name("score", token) if mode != "std" else key_name("score", token, "std")
     finals: list[Delayed] = []
-    tokens: list[Delayed] = []
+    tokens: list[list[Delayed]] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
         if reads is None:
             rows = delayed(_prepare_chunk, pure=True)(
@@ -209,7 +209,7 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
         else:
             rows = delayed(_prepare_read, pure=True)(
                 chunk, shell, raise_nan, start,
-                *([tokens[i - READ_AHEAD]] if i >= READ_AHEAD else []),
+                *gate(tokens, i),
                 dask_key_name=(key_name("dedup", token, "score"), i))
         running: Any = None
         parts = []
@@ -229,8 +229,8 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
         finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
                                                   dask_key_name=key))
         if reads is not None:
-            tokens.append(delayed(passed, pure=True)(
-                finals[-1], dask_key_name=(key_name("gate", token, "score"), i)))
+            tokens.append([delayed(passed, pure=True)(
+                finals[-1], dask_key_name=(key_name("gate", token, "score"), i))])
     # The tasks keep their layers (and the shard tasks their worker annotations); a
     # layer named as the array, depending on them all, is what later operations on
     # the array (such as writing it) refer to.

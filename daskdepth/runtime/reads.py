@@ -99,3 +99,17 @@ def chunk_reads(x: da.Array) -> list[ChunkRead] | None:
 def passed(*_: Any) -> int:
     """A gate token: the task it follows has run (its value is not read)."""
     return 0
+
+
+def gate(tokens: list[list[Any]], i: int) -> list[Any]:
+    """The tokens chunk ``i``'s read waits for: those of chunk ``i - READ_AHEAD``.
+
+    ``tokens[k]`` holds the :func:`passed` tasks of chunk ``k`` (one per task
+    that must have run before a later chunk is read).
+
+    Examples
+    --------
+    >>> [gate([["a"], ["b"], ["c"]], i) for i in range(3)]
+    [[], [], ['a']]
+    """
+    return tokens[i - READ_AHEAD] if i >= READ_AHEAD else []
