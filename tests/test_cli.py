@@ -428,12 +428,12 @@ def test_unwritable_destination_is_refused_before_fitting(tmp_path, capsys):
 
 def test_plan_too_large_is_refused_before_any_pass(tmp_path, capsys):
     src = _array_store(tmp_path / "in.zarr", _data())
-    start = time.monotonic()
     assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--n-directions",
                  "10000000", *SYNC]) == 1
     err = capsys.readouterr().err
+    # refused before any pass: no phase finished and nothing was written
     assert "daskdepth: error: the fit needs about" in err and "use n_directions <=" in err
-    assert time.monotonic() - start < 60 and _names(tmp_path) == ["in.zarr"]
+    assert "done in" not in err and _names(tmp_path) == ["in.zarr"]
     # a tol whose inverse overflows is the exact depth, not an OverflowError
     assert main(["score", str(src), "--out", str(tmp_path / "o.zarr"), "--tol", "1e-320",
                  "--n-directions", "20", "-q", *SYNC]) == 0
