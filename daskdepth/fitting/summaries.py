@@ -23,11 +23,15 @@ from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
 from ..runtime.reads import ChunkRead, chunk_reads
 from ..runtime.shards import (
     ClusterBlock,
+    RowGroup,
     Shard,
     compute_spread,
+    fold_homes,
     graph_ref,
+    local_copies,
     on_worker,
     realize,
+    row_groups,
     shards,
     share,
     turns,
@@ -409,6 +413,29 @@ def _shard_layout(blocks: list[Any], token: str) -> Layout:
     return Layout(refs, None, False, [None] * len(blocks))
 
 
+class Folded(NamedTuple):
+    """A copied summary's pass folded where the rows are: groups, workers' keys, homes' refs."""
+
+    rows: list[RowGroup] | None
+    local: dict[str | None, list[Any]] | None
+    lay: Layout
+
+
+def _folded_layout(x: da.Array, lay: Layout, token: str) -> Folded:
+    """Row groups of ``x`` when the pass's blocks are copied to every worker of a cluster.
+
+    Each block is then finished on its home worker (:func:`fold_homes`), from that
+    worker's own key of it (:func:`local_copies`), as the fold's tasks read it.
+    """
+    rows = row_groups(x) if lay.groups is None and lay.refs else None
+    if not rows:
+        return Folded(None, None, lay)
+    homes = fold_homes(rows, len(lay.refs))
+    local = local_copies(lay.refs, [g.worker for g in rows], key_name("bin", token, "at"))
+    refs = [local[h][i] for i, h in enumerate(homes)]
+    return Folded(rows, local, lay._replace(refs=refs, workers=homes))
+
+
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves.
@@ -416,12 +443,13 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
     freed once its finished block is computed): the caller drops them.
     """
-    lay = _shard_layout(blocks, token)
+    fold = _folded_layout(x, _shard_layout(blocks, token), token)
+    lay = fold.lay
     outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
                                                                      strict=True)],
                            token=token, groups=lay.groups, chain=lay.chain,
-                           reads=shared.reads)
+                           reads=shared.reads, rows=fold.rows, local=fold.local)
     cap = leaf_cap(n, tol)
     finished = []
     for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
@@ -447,7 +475,8 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         return blocks, 0
     cap = leaf_cap(n, tol)
     chosen = [blocks[i] for i in todo]
-    lay = _shard_layout(chosen, f"{token}.refine")
+    fold = _folded_layout(x, _shard_layout(chosen, f"{token}.refine"), f"{token}.refine")
+    lay = fold.lay
     wanted = []
     for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
         with on_worker(lay.workers[k]):
@@ -456,7 +485,8 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
     outs = collect_graph(
         x, location, shared.directions,
         [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
-        token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads)
+        token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads, rows=fold.rows,
+        local=fold.local)
     refined = []
     for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
         with on_worker(lay.workers[k]):

@@ -25,7 +25,7 @@ from dask.delayed import Delayed, delayed
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.reads import ChunkRead, gate, passed
-from ..runtime.shards import Shard, on_worker
+from ..runtime.shards import RowGroup, Shard, fold_homes, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.nbytes import ArrayRecord
 from ..summary.rows import Rows, prepare_rows
@@ -78,13 +78,14 @@ def _merge_counts(*parts: LeafCounts) -> LeafCounts:
 
 
 def _count_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, into: LeafCounts | None,
-                chunk: int) -> LeafCounts:
+                chunk: int, share: float = 1.0) -> LeafCounts:
     """Row chunk ``chunk`` counted into ``into`` in place (a chained histogram's link).
 
     A chain's counts are read by its next link only, so adding in place holds one
     copy of a shard's counts instead of two (the counts of a worker's blocks are
     its largest object while it counts).  ``upto`` makes a link run again on the
-    same counts add its chunk once.
+    same counts add its chunk once.  ``share`` (of the rows the chain adds) is not
+    used: counts have one size.
     """
     if into is None:
         into = LeafCounts.empty(leaves.n_leaves, leaves.mb)
@@ -112,7 +113,8 @@ class CollectBuffer(ArrayRecord):
     Sized once for all the values of the wanted leaves (their counts are
     known: at most one value per row and direction), so that each link copies
     its chunk's values in, instead of concatenating everything collected so
-    far (twice the memory at every link).
+    far (twice the memory at every link).  A chain over part of the rows (a
+    folded pass) starts at its share, with room, and grows if it must.
     """
 
     leaf: np.ndarray
@@ -129,7 +131,7 @@ class CollectBuffer(ArrayRecord):
     def add(self, part: Collected) -> None:
         """Append ``part`` (growing the buffers if the capacity is exceeded)."""
         k, s = part.leaf.size, self.size
-        if s + k > self.leaf.size:  # pragma: no cover - the capacity bounds the values
+        if s + k > self.leaf.size:  # a chain's share of the values exceeded its estimate
             grow = max(s + k, 2 * self.leaf.size)
             for name in ("leaf", "value", "weight"):
                 old = getattr(self, name)
@@ -147,10 +149,14 @@ class CollectBuffer(ArrayRecord):
 
 
 def _collect_into(rows: Rows, leaves: BlockLeaves, v: np.ndarray, wanted: Wanted,
-                  into: CollectBuffer | None, chunk: int) -> CollectBuffer:
-    """Row chunk ``chunk``'s values of the wanted leaves added to ``into`` (a chained link)."""
+                  into: CollectBuffer | None, chunk: int, share: float = 1.0) -> CollectBuffer:
+    """Row chunk ``chunk``'s values of the wanted leaves added to ``into`` (a chained link).
+
+    ``share``: the part of all rows the chain adds, for its buffers' first size.
+    """
     if into is None:
-        into = CollectBuffer.empty(wanted.rows)
+        cap = wanted.rows if share >= 1 else int(1.25 * share * wanted.rows) + 1024
+        into = CollectBuffer.empty(min(wanted.rows, cap))
     if into.upto < chunk:
         into.add(_collect_chunk(rows, leaves, v, wanted))
         into.upto = chunk
@@ -340,17 +346,109 @@ def _gated_chains(outs: list[Delayed | None], reads: list[ChunkRead], location: 
             _pick_blocks(outs, results[g], group, steps.pick, token, verb)
 
 
+def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence[BlockTask],
+            rows: Sequence[RowGroup], add: Callable[..., Any], merge: Callable[..., Any],
+            pick: Callable[..., Any], extra: Sequence[Any] | None, token: str, verb: str,
+            reads: list[ChunkRead] | None,
+            local: dict[str | None, list[Any]] | None) -> list[Delayed]:
+    """A leaf pass over a summary every worker holds, folded where the row chunks are.
+
+    Each :class:`~daskdepth.runtime.shards.RowGroup` adds its row chunks into
+    one partial result of every block (``add``: :func:`_count_into` or
+    :func:`_collect_into`), in place, chunk after chunk, on its worker; only
+    those partials (one per group) are reduced, each block's on its home
+    worker (:func:`~daskdepth.runtime.shards.fold_homes`), where the caller
+    finishes it.  The bytes moved per pass are then about one partial per
+    group, whatever the number of rows, no row chunk moves, and the tasks are
+    ``chunks + groups x homes``, not ``chunks x blocks``.  Counts add exactly
+    (integers in float64) and extremes by min / max, and the split of
+    collected values does not depend on their order, so the result is the same
+    bits as any other grouping.  Given ``reads``, a group reads each of its
+    chunks once its link of the chunk ``READ_AHEAD`` before has run.  ``local``
+    holds each worker's own keys of the blocks
+    (:func:`~daskdepth.runtime.shards.local_copies`), read by its groups.
+    """
+    every = list(range(len(blocks)))
+    total_rows = max(1, x.shape[0])
+    chunks = row_blocks(x)[0] if reads is None else None
+    sizes = x.chunks[0]
+    name, dedup = key_name(verb, token), key_name("dedup", token, verb)
+    partials = []
+    for g, (worker, members) in enumerate(rows):
+        share = sum(sizes[i] for i in members) / total_rows
+        step = _Chain(_InPlaceLink(partial(add, share=share)), True, pick)
+        inputs = _group_inputs(blocks, every, extra)
+        if local is not None:
+            inputs = inputs._replace(leaves=local[worker])
+        with on_worker(worker):
+            result: Any = None
+            tokens: list[list[Delayed]] = []
+            for k, i in enumerate(members):
+                if reads is None:
+                    prepared = delayed(_deduplicate_chunk, pure=True)(
+                        chunks[i], location, dask_key_name=(dedup, i))
+                else:
+                    prepared = delayed(_deduplicate_read, pure=True)(
+                        reads[i], location, *gate(tokens, k), dask_key_name=(dedup, i))
+                result = step.step(prepared, directions, inputs, result, i, (name, g, i))
+                if reads is not None:
+                    tokens.append([delayed(passed, pure=True)(
+                        result, dask_key_name=(key_name("gate", token, verb), g, i))])
+            partials.append(result)
+    homes = fold_homes(rows, len(blocks))
+    outs: list[Delayed | None] = [None] * len(blocks)
+    for home in dict.fromkeys(homes):
+        run = [b for b, h in enumerate(homes) if h == home]
+        parts = []
+        for g, result in enumerate(partials):
+            with on_worker(rows[g].worker):  # each group sends each home its part once
+                parts.append(delayed(_part_of, pure=True)(
+                    result, run[0], run[-1] + 1,
+                    dask_key_name=(key_name("merge", token, verb, "part"), g, run[0])))
+        with on_worker(home):
+            total = tree_reduce(parts, partial(_merge_tuples, merge),
+                                key_name("merge", token, verb, "run", run[0]))
+            for k, b in enumerate(run):
+                outs[b] = delayed(pick, pure=True)(
+                    total, k, dask_key_name=key_name("merge", token, verb, "block", b))
+    return [o for o in outs if o is not None]
+
+
+def _part_of(result: tuple, j0: int, j1: int) -> tuple:
+    return result[j0:j1]
+
+
+def _merge_buffers(*parts: CollectBuffer | Collected) -> Collected:
+    return _merge_collected(*(_as_collected(p) for p in parts))
+
+
+def _as_collected(part: CollectBuffer | Collected) -> Collected:
+    return part.collected() if isinstance(part, CollectBuffer) else part
+
+
+def _collected_item(result: tuple, k: int) -> Collected:
+    return _as_collected(result[k])
+
+
 def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
                     blocks: Sequence[BlockTask], *, token: str,
                     groups: Sequence[Shard] | None = None,
-                    chain: bool = False, reads: list[ChunkRead] | None = None) -> list[Delayed]:
+                    chain: bool = False, reads: list[ChunkRead] | None = None,
+                    rows: Sequence[RowGroup] | None = None,
+                    local: dict[str | None, list[Any]] | None = None) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Counts merge by sum and extremes by min / max, which is exact and
     independent of the chunking and of the reduction order.  ``directions``
     is the direction matrix or a graph key holding it; ``groups``, ``chain``
     and ``reads`` as for the blocks' shards (see :func:`_block_pass`).
+    ``rows`` (blocks copied to every worker of a cluster, no ``groups``): the
+    row chunks grouped where they are, each group's counts folded in place on
+    its worker (:func:`_folded`, which reads the blocks from ``local``).
     """
+    if rows and groups is None and blocks:
+        return _folded(x, location, directions, blocks, rows, _count_into, _merge_counts,
+                       operator.getitem, None, token, "count", reads, local)
     return _block_pass(x, location, directions, blocks, _histogram_chunk, _merge_counts, None,
                        token, "count", groups, chain, reads)
 
@@ -358,10 +456,16 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
 def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
                   blocks: Sequence[BlockTask], wanted: Sequence[Any], *,
                   token: str, groups: Sequence[Shard] | None = None,
-                  chain: bool = False, reads: list[ChunkRead] | None = None) -> list[Delayed]:
+                  chain: bool = False, reads: list[ChunkRead] | None = None,
+                  rows: Sequence[RowGroup] | None = None,
+                  local: dict[str | None, list[Any]] | None = None) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
 
-    ``wanted`` holds a :class:`Wanted` (or a task computing one) per block.
+    ``wanted`` holds a :class:`Wanted` (or a task computing one) per block;
+    ``rows`` and ``local`` as for :func:`histogram_graph`.
     """
+    if rows and groups is None and blocks:
+        return _folded(x, location, directions, blocks, rows, _collect_into, _merge_buffers,
+                       _collected_item, wanted, token, "hone", reads, local)
     return _block_pass(x, location, directions, blocks, _collect_chunk, _merge_collected,
                        wanted, token, "hone", groups, chain, reads)

@@ -24,6 +24,7 @@ from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
+from dask.core import flatten
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
@@ -315,6 +316,85 @@ def shards(futures: Sequence[Future], *, keep_order: bool,
         parts = spread_runs(len(members), threads.get(w, 1))
         groups += [Shard(w, [members[k] for k in part]) for part in parts if len(part)]
     return sorted(groups, key=lambda g: g.blocks[0])
+
+
+class RowGroup(NamedTuple):
+    """Row chunks (indices, ascending) processed one after the other on one worker."""
+
+    worker: str | None
+    chunks: list[int]
+
+
+def row_groups(x: da.Array) -> list[RowGroup] | None:
+    """The row chunks of ``x`` grouped where they are: one group per thread of each worker.
+
+    A chunk persisted on the cluster belongs to a worker holding it; the other
+    chunks (read by their own tasks) are spread over the workers in contiguous
+    runs, and their reads placed there.  A pass that folds each group's chunks
+    into one partial result, in place, on the group's worker moves one partial
+    per group instead of one per row chunk, and no row.  None without a
+    distributed client.
+    """
+    client = active_client()
+    if client is None:
+        return None
+    workers = _workers(client)
+    if not workers:
+        return None
+    keys = list(flatten(x.__dask_keys__()))
+    held = client.futures_of(x)
+    who = client.who_has(held) if held else {}
+    known = set(workers)
+    owner: list[str] = []
+    for i, key in enumerate(keys):
+        holders = sorted(h for h in who.get(key) or () if h in known)
+        owner.append(holders[0] if holders else workers[spread_owner(i, len(keys),
+                                                                      len(workers))])
+    threads = _threads(client)
+    groups: list[RowGroup] = []
+    for w in workers:
+        members = [i for i, o in enumerate(owner) if o == w]
+        parts = spread_runs(len(members), threads.get(w, 1))
+        groups += [RowGroup(w, [members[k] for k in part]) for part in parts if len(part)]
+    return groups
+
+
+def fold_homes(rows: Sequence[RowGroup], n_blocks: int) -> list[str | None]:
+    """The worker that reduces each block's folded partials: contiguous runs over the workers.
+
+    Each worker of ``rows`` reduces (and finishes) a run of the blocks, so that
+    the reduction moves each block's partials once and its work is spread.
+
+    Examples
+    --------
+    >>> fold_homes([RowGroup("a", [0]), RowGroup("a", [1]), RowGroup("b", [2])], 3)
+    ['a', 'a', 'b']
+    """
+    homes = list(dict.fromkeys(g.worker for g in rows))
+    return [homes[spread_owner(b, n_blocks, len(homes))] for b in range(n_blocks)]
+
+
+def _same(obj: Any) -> Any:
+    return obj
+
+
+def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
+                 name: str) -> dict[str | None, list[Any]]:
+    """For each worker, tasks on it that hold ``refs`` (objects copied to every worker).
+
+    Each task returns its input, which the worker already holds: no copy, and
+    a key of its own with one replica there.  Dask's memory manager drops the
+    extra replicas of a broadcast object once few tasks still wait for it, so
+    a pass's later tasks on a worker (the end of a fold, the finishing of a
+    block) would fetch the object again; a task reading the worker's own key
+    never does.  A lost worker's keys are computed again from another replica.
+    """
+    out: dict[str | None, list[Any]] = {}
+    for w, worker in enumerate(dict.fromkeys(workers)):
+        with on_worker(worker):
+            out[worker] = [delayed(_same, pure=True)(ref, dask_key_name=(name, w, i))
+                           for i, ref in enumerate(refs)]
+    return out
 
 
 def on_worker(worker: str | None) -> Any:

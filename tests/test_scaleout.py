@@ -1,0 +1,187 @@
+"""Scale-out: a summary copied to every worker is counted where the row chunks are.
+
+With a summary small enough to be copied to every worker, the histogram pass
+folds the row chunks of each worker (thread) into one set of counts, in place,
+on that worker (:func:`daskdepth.runtime.shards.row_groups`), and only those
+partial counts are reduced: no row chunk moves, and the bytes moved between
+workers do not grow with the number of rows.  The counts add exactly, so the
+result is the bits of the single-process fit whatever the workers.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+import pytest
+from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
+from distributed import Client, LocalCluster, wait
+
+import daskdepth
+from daskdepth.runtime.client import listen_to_phases
+from daskdepth.runtime.keys import task_prefix
+from daskdepth.runtime.shards import RowGroup, fold_homes, row_groups
+
+pytestmark = pytest.mark.timeout(600)
+
+M, TOL = 32, 1e-3
+
+
+def _fit(x: Any, tol: float = TOL) -> daskdepth.IRW:
+    return daskdepth.IRW(n_directions=M, tol=tol, random_state=3).fit(x)
+
+
+def _incoming(dask_worker: Any) -> list[tuple[str, int]]:
+    """(key name, bytes) of every key this worker received from another worker."""
+    return [(str(k[0] if isinstance(k, tuple) else k), b)
+            for e in dask_worker.transfer_incoming_log for k, b in e["keys"].items()]
+
+
+class PhaseTraffic:
+    """Keys received by the workers during each phase of a fit (from their transfer logs)."""
+
+    def __init__(self, client: Client) -> None:
+        self.client = client
+        self.by_phase: dict[str, list[tuple[str, int]]] = {}
+        self._seen = self._all()
+
+    def _all(self) -> list[tuple[str, int]]:
+        return [item for items in self.client.run(_incoming).values() for item in items]
+
+    def __call__(self, name: str, started: bool, _span: str | None) -> None:
+        now = self._all()
+        if not started:  # what arrived since the phase started
+            fresh = list(now)
+            for item in self._seen:
+                fresh.remove(item)
+            self.by_phase[name] = fresh
+        self._seen = now
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with dask.config.set({"distributed.admin.low-level-log-length": 10**6}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                         dashboard_address=":0") as lc:
+        yield lc
+
+
+def test_row_groups_cover_every_chunk_once_where_it_is(cluster):
+    with Client(cluster) as client:
+        x = da.from_array(gaussian_data(9_000, 2), chunks=(1000, 2)).persist()
+        wait(x)
+        groups = row_groups(x)
+        held = client.who_has(client.futures_of(x))
+        keys = [k for k in dask.core.flatten(x.__dask_keys__())]
+        covered = sorted(i for g in groups for i in g.chunks)
+        assert covered == list(range(9))
+        for g in groups:
+            assert g.chunks == sorted(g.chunks)
+            assert all(g.worker in held[keys[i]] for i in g.chunks)
+        # Chunks not held on the cluster are spread in contiguous runs over the workers.
+        lazy = row_groups(da.zeros((9_000, 2), chunks=(1000, 2)))
+        assert [g.chunks for g in lazy] == [[0, 1, 2, 3, 4], [5, 6, 7, 8]]
+        assert len({g.worker for g in lazy}) == 2
+    assert row_groups(x) is None  # no client: no groups
+
+
+def test_fold_homes_spread_blocks_over_the_groups_workers():
+    groups = [RowGroup("a", [0, 2]), RowGroup("b", [1]), RowGroup("a", [3])]
+    assert fold_homes(groups, 5) == ["a", "a", "a", "b", "b"]
+
+
+def _histogram_traffic(client: Client, n: int, data_name: str) -> tuple[list, Any]:
+    x = chunked(gaussian_data(n, 2, seed=n), 10_000).persist()
+    wait(x)
+    traffic = PhaseTraffic(client)
+    with listen_to_phases(traffic):
+        model = _fit(x)
+    assert not any(hasattr(b, "future") for b in model.summary_.blocks), "not copied"
+    return traffic.by_phase["histogram"], x
+
+
+def test_copied_histogram_moves_no_row_and_no_more_bytes_for_more_rows(cluster):
+    with Client(cluster) as client:
+        small, xs = _histogram_traffic(client, DISTRIBUTED_ROWS, "small")
+        large, xl = _histogram_traffic(client, 4 * DISTRIBUTED_ROWS, "large")
+    for moved, x in ((small, xs), (large, xl)):
+        names = {name for name, _ in moved}
+        # No row chunk moved: neither the data's chunks nor their prepared rows.
+        assert x.name not in names
+        assert not [nm for nm in names if nm.startswith(task_prefix("dedup"))]
+        # One partial per worker at most, not one per row chunk.
+        parts = [b for nm, b in moved if nm.startswith(task_prefix("count"))]
+        assert len(parts) <= 2
+    small_bytes = sum(b for _, b in small)
+    large_bytes = sum(b for _, b in large)
+    assert large_bytes <= 1.25 * small_bytes + 2**16, (small_bytes, large_bytes)
+
+
+@pytest.mark.parametrize("tol", [TOL, 0.0])
+def test_folded_passes_give_the_same_bits_for_one_two_three_workers(tol):
+    """Counts (and at ``tol=0`` the refinement's values) folded per worker: the same bits."""
+    x = gaussian_data(DISTRIBUTED_ROWS + 5_000, 3, seed=9)
+    x[::5] = x[1::5]  # duplicate rows, merged per chunk into weighted values
+    queries = np.concatenate([x[:500], 3 * gaussian_data(500, 3, seed=10)])
+    with dask.config.set(scheduler="threads"):
+        base = _fit(chunked(x, 25_000), tol)
+        base_depth = base.score_samples(queries)
+    assert base.n_passes_ == (1 if tol else 2)
+    for workers, rows in ((1, 30_000), (2, (7_000, 40_000, 28_000)), (3, 9_000)):
+        with LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
+                          dashboard_address=":0") as lc, Client(lc):
+            xd = chunked(x, rows).persist()
+            model = _fit(xd, tol)
+            depth = model.score_samples(queries)
+        assert model.n_passes_ == base.n_passes_
+        np.testing.assert_array_equal(depth, base_depth)
+        assert model.offset_ == base.offset_ and model.error_bound_ == base.error_bound_
+        for a, b in zip(base.summary_.blocks, model.summary_.blocks, strict=True):
+            np.testing.assert_array_equal(a.table, b.table)
+
+
+def test_worker_lost_mid_count_gives_the_same_result():
+    """A worker dies while the groups count: its group is counted again, same bits."""
+    x = gaussian_data(3 * DISTRIBUTED_ROWS, 2, seed=12)
+    with dask.config.set(scheduler="threads"):
+        base = _fit(chunked(x, 10_000))
+    killed: list[str] = []
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as lc, Client(lc) as client:
+        xd = da.from_array(x, chunks=(10_000, 2))  # read by tasks: recomputable
+        pids = client.run(os.getpid)
+
+        def kill_once_counting() -> None:
+            # Waits for a state of the pass (a link done), not for a time.
+            prefix = task_prefix("count")
+            while not killed:
+                done = client.run_on_scheduler(
+                    lambda dask_scheduler: [
+                        ts.processing_on.address if ts.processing_on else None
+                        for ts in dask_scheduler.tasks.values()
+                        if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key
+                               ).startswith(prefix) and ts.state == "memory"])
+                if done:
+                    victim = sorted(pids)[0]
+                    os.kill(pids[victim], signal.SIGKILL)
+                    killed.append(victim)
+                    return
+                time.sleep(0.01)
+
+        def hook(name: str, started: bool, _span: str | None) -> None:
+            if name == "histogram" and started:
+                threading.Thread(target=kill_once_counting, daemon=True).start()
+
+        with listen_to_phases(hook):
+            model = _fit(xd)
+        depth = model.score_samples(x[:2000])
+    assert killed, "no worker was lost during the count"
+    np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))
+    for a, b in zip(base.summary_.blocks, model.summary_.blocks, strict=True):
+        np.testing.assert_array_equal(a.table, b.table)
