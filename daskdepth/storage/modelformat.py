@@ -32,7 +32,14 @@ layout (or live in another module), is refused with a clear message instead of
 scoring wrongly.
 
 Checksums only catch accidents and naive edits: anyone can recompute them.
-Reading therefore trusts nothing in a store: the document's size, keys and
+Reading therefore trusts nothing in a store.  Before Zarr opens a local store,
+every file in it must be a regular file of at most :data:`MAX_DOCUMENT_BYTES`
+(:func:`~daskdepth.storage.paths.check_store_files`; a FIFO would block the read
+for ever, ``/dev/zero`` never end): a symbolic link is followed only to a
+regular file (git-annex and DVC keep files so; its content is checked against
+the checksums like any other), and a link to a folder, a device or nothing is
+refused; the chunk files a block reads later are checked again then.  The
+document's size, keys and
 value kinds are checked, arrays are compared with the manifest (dtype, shape,
 every chunk present, a cap on the total size) *before* they are read, only the
 summary classes of :data:`MODEL_CLASSES` can be named, and string fields are
@@ -55,7 +62,6 @@ from the allow-list of estimator classes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -82,7 +88,16 @@ from ..summary.leaves import BlockLeaves
 from ..summary.mass import MassSummary
 from ..summary.sorted import BlockSorted
 from .atomic import MODEL_ATTR, MODEL_FORMAT, SafeOutput
-from .paths import NotZarrError, is_url, local_path, open_node, quiet_zarr
+from .paths import (
+    NotZarrError,
+    UnsafeFileError,
+    check_regular,
+    check_store_files,
+    is_url,
+    local_path,
+    open_node,
+    quiet_zarr,
+)
 
 #: Version of the stored layout; a reader refuses stores of any other version.
 #: 2: the document carries a checksum of itself; every chunk is written.
@@ -143,6 +158,13 @@ def utc_now() -> str:
 def corrupted(where: str, what: str) -> ModelFormatError:
     """The error for a model store whose content is wrong: ``what`` says how."""
     return ModelFormatError(f"the model store {where!r} is corrupted: {what}")
+
+
+def unsafe_store(where: str, exc: UnsafeFileError) -> ModelFormatError:
+    """The error for a model store holding a FIFO, a device, a huge file, ... (nothing read)."""
+    return ModelFormatError(f"the model store {where!r} {exc.reason}; a saved model holds only "
+                            "folders and regular files: restore the store from a copy or save "
+                            "the model again")
 
 
 def malformed(where: str, exc: BaseException) -> ModelFormatError:
@@ -754,6 +776,16 @@ class StoredBlock(BlockHandle):
         item = self.item
         try:
             node = open_node(_join(where, self.source.data), self.source.storage_options)
+            if not is_url(where):
+                _check_chunk_files(node, local_path(_join(where, self.source.data)),
+                                   item["offset"], item["nbytes"])
+        except UnsafeFileError as exc:
+            raise unsafe_store(where, exc) from None
+        except Exception as exc:
+            raise corrupted(where, f"the block data {self.source.data!r} cannot be read "
+                                   f"({exc}); save the model again or restore the store "
+                                   "from a copy") from None
+        try:
             with quiet_zarr():
                 raw = np.asarray(node[item["offset"]:item["offset"] + item["nbytes"]])
         except Exception as exc:
@@ -784,6 +816,28 @@ class StoredBlock(BlockHandle):
             raise corrupted(where, f"its summary is invalid: block {self.index} does not have "
                                    "the directions or error bounds the model was read with")
         return block
+
+
+def _check_chunk_files(node: Any, folder: Path, offset: int, nbytes: int) -> None:
+    """Refuse the chunk files a block's byte range reads unless they are regular files.
+
+    The store's files were all checked when the model was read; this checks
+    again those a block reads later (possibly on a worker, after the store
+    changed), before Zarr opens them.
+    """
+    chunk = int(node.chunks[0]) if node.chunks else 0
+    if chunk <= 0 or nbytes <= 0:
+        return
+    encoding = node.metadata.chunk_key_encoding
+    for k in range(offset // chunk, (offset + nbytes - 1) // chunk + 1):
+        path = folder / encoding.encode_chunk_key((k,))
+        if os.path.lexists(path):
+            try:
+                check_regular(path, f"a chunk file {encoding.encode_chunk_key((k,))!r} of its "
+                                    "block data", MAX_DOCUMENT_BYTES)
+            except FileNotFoundError:
+                raise UnsafeFileError("has a chunk file of its block data that is a symbolic "
+                                      "link to nothing") from None
 
 
 def _join(where: str, path: str) -> str:
@@ -961,9 +1015,18 @@ def _document(node: Any) -> dict[str, Any] | None:
 
 def is_model(path: str | os.PathLike[str],
              storage_options: dict[str, Any] | None = None) -> bool:
-    """Whether ``path`` holds a daskdepth model (of any format version, intact or not)."""
+    """Whether ``path`` holds a daskdepth model (of any format version, intact or not).
+
+    Raises
+    ------
+    ModelFormatError
+        The store's root metadata is a FIFO, a device or too large (not read).
+    """
     try:
         node = open_node(path, storage_options)
+    except UnsafeFileError as exc:  # not read: a FIFO would block, /dev/zero never end
+        raise ModelFormatError(f"the store {os.fspath(path)!r} {exc.reason}: restore it from a "
+                               "copy or remove it") from None
     except (FileNotFoundError, NotZarrError):
         return False
     return _document(node) is not None
@@ -974,16 +1037,21 @@ def _open_model(path: str | os.PathLike[str],
     """Open a model store and check its document: size, format, version, keys, checksum."""
     where = os.fspath(path)
     if not is_url(where):
-        meta = local_path(where) / "zarr.json"
-        with contextlib.suppress(OSError):
-            if meta.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise ModelFormatError(
-                    f"{where!r} is not a daskdepth model: its attributes take "
-                    f"{meta.stat().st_size:,} bytes, more than a model's ({MAX_DOCUMENT_BYTES:,})")
+        root = local_path(where)
+        if root.is_dir():  # every file, before Zarr opens any (a FIFO, /dev/zero, a huge file)
+            try:
+                check_store_files(root, MAX_DOCUMENT_BYTES)
+            except UnsafeFileError as exc:
+                raise unsafe_store(where, exc) from None
+            except OSError as exc:
+                raise ModelFormatError(f"the model store {where!r} cannot be listed ({exc})") \
+                    from None
     try:
         node = open_node(where, storage_options)
     except FileNotFoundError:
         raise FileNotFoundError(f"no model at {where!r}: the path does not exist") from None
+    except UnsafeFileError as exc:
+        raise unsafe_store(where, exc) from None
     except NotZarrError:
         raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") from None
     doc = _document(node)
