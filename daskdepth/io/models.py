@@ -290,8 +290,8 @@ def _check_location(model: Any, location: np.ndarray, n: int) -> None:
     bad = np.flatnonzero((diag > 0) & ~(np.spacing(np.abs(location)) <= allowed))
     if bad.size:
         k = int(bad[0])
-        raise ValueError(f"location_ {location[k]!r} (feature {k}) is not where the data can "
-                         f"be: float64 values near it cannot vary by the standard deviation "
+        raise ValueError(f"location_ {float(location[k])!r} (feature {k}) is not where the data "
+                         f"can be: float64 values near it cannot vary by the standard deviation "
                          f"{math.sqrt(diag[k]):.3g} that covariance_ says")
 
 
