@@ -252,3 +252,20 @@ def test_unreadable_cache_entry_is_compiled_again(tmp_path, damage):
                            capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert again.returncode == 0, again.stderr
     assert "KernelCacheWarning" not in again.stderr
+
+
+def test_folders_above_home_are_not_checked(tmp_path, monkeypatch):
+    """As ssh: above the home directory the folders are the system's (a test home here)."""
+    above = tmp_path / "shared"
+    above.mkdir()
+    above.chmod(0o777)  # would be refused for a folder outside the home directory
+    home = above / "me"
+    home.mkdir(mode=0o755)
+    monkeypatch.setenv("HOME", str(home))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _choice(monkeypatch, home / ".cache" / "dd").folder == home / ".cache" / "dd" / \
+            "numba"
+    home.chmod(0o777)  # the home directory itself is checked
+    with pytest.warns(KernelCacheWarning, match=f"{home}, is writable by other users"):
+        assert _choice(monkeypatch, home / ".cache" / "dd2").folder is None

@@ -22,10 +22,11 @@ So, as ssh does with its keys, a cache folder is used only when it is private
 (:func:`unsafe_folder`): the cache folder and the folder chosen for it
 (``DASKDEPTH_CACHE_DIR``, ``NUMBA_CACHE_DIR`` or the ``daskdepth`` user cache
 folder) owned by the user and writable by nobody else, and every folder above
-them owned by the user or root and writable by nobody else unless it has the
-sticky bit (as ``/tmp``: others cannot rename or replace what is in it).
-Missing folders are created with mode 0700.  A folder that is not private, or
-that cannot be created or written, or a path that cannot be expanded (``~nobody``),
+them (up to the home directory for a folder inside it, else up to ``/``) owned
+by the user or root and writable by nobody else unless it has the sticky bit
+(as ``/tmp``: others cannot rename or replace what is in it).  Missing
+folders are created with mode 0700.  A folder that is not private, or that
+cannot be created or written, or a path that cannot be expanded (``~nobody``),
 makes daskdepth compile its kernels in every process instead (no cache), with a
 :class:`~daskdepth.errors.KernelCacheWarning` naming the folder and the fix:
 never a failure, not even at ``import daskdepth``.
@@ -162,14 +163,29 @@ def unsafe_folder(path: Path, private: bool) -> str:
     return ""
 
 
+def _home() -> Path | None:
+    try:
+        return Path(os.path.abspath(Path.home()))
+    except (RuntimeError, KeyError, OSError):
+        return None
+
+
 def _unsafe_chain(folder: Path, private: Path) -> str:
-    """Why ``folder`` or a folder above it (those that exist) is not safe; '' when all are."""
+    """Why ``folder`` or a folder above it (those that exist) is not safe; '' when all are.
+
+    As ssh does, the folders above the user's home directory are not checked
+    for a folder inside it (they are the system's: on some clusters a service
+    account owns them); for a folder elsewhere, every folder up to ``/`` is.
+    """
+    home = _home()
+    inside_home = home is not None and folder.is_relative_to(home) and folder != home
     for path in (folder, *folder.parents):
-        if not os.path.lexists(path):
-            continue
-        why = unsafe_folder(path, private=path == folder or path == private)
-        if why:
-            return why
+        if os.path.lexists(path):
+            why = unsafe_folder(path, private=path == folder or path == private)
+            if why:
+                return why
+        if inside_home and path == home:
+            break
     return ""
 
 
