@@ -672,9 +672,10 @@ class SafeOutput:
         it, and cluster workers re-created a fragment) and Zarr root metadata;
         ``check(path)`` may refuse more (missing arrays or chunks).
         """
-        try:
-            token = (self.path / OWNER_FILE).read_text(encoding="ascii")
-        except OSError:
+        try:  # without blocking: whatever replaced the temporary may hold a FIFO there
+            token = read_regular(self.path / OWNER_FILE, OWNER_FILE, 4096).decode("ascii",
+                                                                                 "replace")
+        except (OSError, UnsafeFileError):
             token = ""
         if token != self.token:
             raise OutputError(f"the temporary {str(self.path)!r} of this job was removed or "
