@@ -118,6 +118,24 @@ def test_cli_refuses_such_stores(tmp_path, model, kind):
     assert proc.returncode != 0 and "zarr.json" in proc.stderr, proc.stderr
 
 
+@pytest.mark.timeout(120)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_cli_fit_overwrite_refuses_such_a_target(tmp_path, model, kind):
+    import zarr
+
+    source = tmp_path / "in.zarr"
+    zarr.create_array(str(source), data=np.random.default_rng(0).normal(size=(200, 2)))
+    path = model.save(tmp_path / "m.zarr")
+    _replace(path / "zarr.json", kind)
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "daskdepth", "fit", str(source), "--model",
+                           str(path), "--overwrite"], capture_output=True, text=True,
+                          timeout=100, env=env)
+    assert proc.returncode != 0, proc.stderr
+    assert "refusing to overwrite" in proc.stderr and "zarr.json that is a" in proc.stderr
+
+
+@pytest.mark.timeout(60)
 def test_read_regular_and_check_store_files(tmp_path):
     (tmp_path / "a").write_bytes(b"{}")
     (tmp_path / "sub").mkdir()
