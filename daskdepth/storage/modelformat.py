@@ -17,7 +17,9 @@ daskdepth (the depth summary and its blocks) are stored field by field under
 their ``module:qualname``.  The direction blocks of a summary are written one
 after the other, each block's arrays as one byte range of the ``uint8`` array
 ``.../blocks/data`` (its scalars in the document), with a SHA-256 per block
-and each direction's error bound in ``.../blocks/errors``: a summary held on a
+(over its :func:`block_binding`, which ties it to its place, direction rows and
+the summary's location, then its bytes) and each direction's error bound in
+``.../blocks/errors``: a summary held on a
 cluster is saved with one block on the client at a time, and
 :func:`read_model` returns :class:`StoredBlock` handles that read their block
 when it is needed (on the client, or on the worker that scores with it), so a
