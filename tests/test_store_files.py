@@ -107,6 +107,21 @@ def test_input_with_an_unreadable_zarr_json_is_refused(tmp_path, kind):
         open_input(str(path))
 
 
+@pytest.mark.timeout(60)
+def test_input_group_member_with_an_unreadable_zarr_json_is_refused(tmp_path):
+    import zarr
+
+    path = tmp_path / "in.zarr"
+    group = zarr.open_group(str(path), mode="w")
+    group.create_array("X", data=np.zeros((10, 2)))
+    group.create_array("other", data=np.zeros((10, 2)))
+    _replace(path / "other" / "zarr.json", "fifo")
+    from daskdepth.io.inputs import open_input  # noqa: PLC0415 - what the CLI reads inputs with
+
+    with pytest.raises(InputError, match="has a other/zarr.json that is a FIFO"):
+        open_input(str(path), "X")
+
+
 @pytest.mark.timeout(120)
 @pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
 def test_cli_refuses_such_stores(tmp_path, model, kind):

@@ -167,18 +167,20 @@ def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES) -> int:
     return count
 
 
-def check_root_metadata(root: Path) -> None:
+def check_root_metadata(root: Path, member: str = "") -> None:
     """Refuse a local store whose top-level metadata files are not regular or too large.
 
-    Run before Zarr opens the store (it reads them whole, and would block on a FIFO).
+    Run before Zarr opens the store (it reads them whole, and would block on a
+    FIFO); ``member``: the folder ``root`` is in the store, for the message.
     """
     for meta in ZARR_METADATA:
         path = root / meta
+        name = f"a {member}/{meta}" if member else f"a {meta}"
         if os.path.lexists(path):
             try:
-                check_regular(path, f"a {meta}")
+                check_regular(path, name)
             except FileNotFoundError:
-                raise UnsafeFileError(f"has a {meta} that is a symbolic link to nothing") \
+                raise UnsafeFileError(f"has {name} that is a symbolic link to nothing") \
                     from None
 
 
@@ -273,7 +275,10 @@ def open_node(path: str | os.PathLike[str],
     FileNotFoundError
         Nothing is at ``path``.
     NotZarrError
-        Something is there, but it is not a readable Zarr store.
+        Something is there, but it is not a readable Zarr store;
+        :class:`UnsafeFileError` when the metadata of a local store or of
+        the members of its root group is not a regular file or too large
+        (checked before Zarr reads it: a FIFO would block for ever).
     """
     import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
@@ -293,11 +298,18 @@ def open_node(path: str | os.PathLike[str],
         store, options = str(local), None
     try:
         with quiet_zarr():
-            return zarr.open(store, mode="r", storage_options=options)
+            node = zarr.open(store, mode="r", storage_options=options)
     except FileNotFoundError:
         raise FileNotFoundError(f"{text!r} does not exist") from None
     except Exception as exc:  # zarr raises many kinds for unreadable stores
         raise NotZarrError("cannot be opened as a Zarr store") from exc
+    if not is_url(text) and isinstance(node, zarr.Group):
+        # its members' metadata too (listing them reads it): one level, a few stat calls
+        with os.scandir(store) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    check_root_metadata(Path(entry.path), entry.name)
+    return node
 
 
 def open_dataset(path: str | os.PathLike[str], group: str | None = None,
