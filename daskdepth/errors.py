@@ -27,6 +27,10 @@ class SummaryMemoryWarning(UserWarning):
     """The fitted depth summary takes a large share of a worker's memory."""
 
 
+class KernelCacheWarning(UserWarning):
+    """The compiled-kernel cache is not used (an unsafe or unusable folder) or had a bad entry."""
+
+
 class FitTooLargeError(ValueError):
     """The fit's plan needs more memory than the workers or this machine have (refused up front)."""
 

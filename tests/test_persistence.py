@@ -23,6 +23,7 @@ from daskdepth.errors import ModelFormatError, OutputError
 from daskdepth.storage.modelformat import (
     ATTR,
     FORMAT_VERSION,
+    block_binding,
     document_checksum,
     read_attributes,
     save_model,
@@ -346,6 +347,28 @@ def _blocks_node(doc):
     return doc["state"]["summary_"]["fields"]["blocks"]["blocks"]
 
 
+def _summary_array(path, doc, name: str) -> np.ndarray:
+    ref = doc["state"]["summary_"]["fields"][name]
+    return zarr.open_array(str(path / ref["path"]), mode="r")[...]
+
+
+def _rehash_blocks(path, doc, raw: np.ndarray) -> None:
+    """Recompute every block's SHA-256 as the writer does, from the block data ``raw``.
+
+    As an attacker who knows the format would: with the block's binding to
+    its place, directions and location (:func:`block_binding`).
+    """
+    summary = doc["state"]["summary_"]["fields"]
+    directions = _summary_array(path, doc, "directions")
+    location = _summary_array(path, doc, "location")
+    for index, item in enumerate(_blocks_node(doc)["items"]):
+        j0, j1 = item["fields"]["j0"], item["fields"]["j1"]
+        digest = hashlib.sha256(block_binding(index, j0, j1, summary["n"], directions[j0:j1],
+                                              location))
+        digest.update(raw[item["offset"]:item["offset"] + item["nbytes"]].tobytes())
+        item["sha256"] = digest.hexdigest()
+
+
 def _set_block_field(path, field: str, edit) -> None:
     """Rewrite the array ``field`` of every stored direction block with ``edit(values)``.
 
@@ -368,8 +391,7 @@ def _set_block_field(path, field: str, edit) -> None:
                                        dtype=dtype)
             assert new.shape == tuple(shape)
             raw[start:stop] = new.view(np.uint8).ravel()
-            block = raw[item["offset"]:item["offset"] + item["nbytes"]]
-            item["sha256"] = hashlib.sha256(block.tobytes()).hexdigest()
+        _rehash_blocks(path, doc, raw)
         data[...] = raw
     doc["arrays"][node["data"]]["sha256"] = hashlib.sha256(raw.tobytes()).hexdigest()
     doc["checksum"] = document_checksum(doc)

@@ -11,11 +11,17 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+import pytest
+
 import daskdepth
+from daskdepth.errors import KernelCacheWarning
+from daskdepth.kernels import _jit
 
 PACKAGE = Path(daskdepth.__file__).resolve().parent
 ROOT = PACKAGE.parent
@@ -101,3 +107,165 @@ def test_ci_runs_the_readme_sequence_in_a_fresh_environment():
     venv = next(i for i, line in enumerate(lines) if " -m venv " in line)
     assert venv < positions[0]
     assert any(line.startswith("ruff check daskdepth tests") for line in lines)
+
+
+# ------------------------------------------------------------------ the kernel cache's safety
+# Numba's cache index files are pickles: whoever can write the cache folder runs code in
+# every process that loads a kernel.  A folder others can write, or replace, is refused.
+
+#: A pickle that creates the file it names when it is loaded (what a planted index could do).
+_PLANT = """
+import pickle, sys
+class Plant:
+    def __reduce__(self):
+        return (open, (sys.argv[2], "w"))
+with open(sys.argv[1], "wb") as f:
+    pickle.dump(Plant(), f)
+"""
+
+
+def _choice(monkeypatch, folder) -> _jit.CacheChoice:
+    """The cache folder chosen for ``DASKDEPTH_CACHE_DIR=folder`` (not this process's choice)."""
+    monkeypatch.setenv("DASKDEPTH_CACHE_DIR", str(folder))
+    return _jit.cache_choice.__wrapped__()
+
+
+def _kernel_index(cache_root: Path) -> Path:
+    """Where the probe's kernel (splitmix64) has its index under ``cache_root``."""
+    (index,) = cache_root.rglob("*splitmix64*.nbi")
+    return index
+
+
+def test_world_writable_cache_folder_is_refused_and_its_files_never_loaded(tmp_path):
+    # Learn where the probe's kernel keeps its index, then plant one in a folder mode 1777.
+    _probe(tmp_path, DASKDEPTH_CACHE_DIR=str(tmp_path / "private"))
+    relative = _kernel_index(tmp_path / "private").relative_to(tmp_path / "private")
+    shared = tmp_path / "shared"
+    (shared / relative).parent.mkdir(parents=True)
+    shared.chmod(0o1777)
+    marker = tmp_path / "code-ran"
+    subprocess.run([sys.executable, "-c", _PLANT, str(shared / relative), str(marker)],
+                   check=True)
+    base = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR",)}
+    proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                          timeout=300, env={**base, "DASKDEPTH_CACHE_DIR": str(shared)},
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    out = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert all(p is None for p in out["paths"].values())  # compiled, not cached
+    assert not marker.exists()  # the planted index was never unpickled
+    assert "KernelCacheWarning" in proc.stderr and str(shared) in proc.stderr
+    assert "writable by other users (mode 1777)" in proc.stderr
+
+
+@pytest.mark.parametrize("mode", [0o770, 0o707, 0o777])
+def test_cache_folder_writable_by_group_or_others_is_refused(tmp_path, monkeypatch, mode):
+    folder = tmp_path / "cache"
+    folder.mkdir()
+    folder.chmod(mode)
+    with pytest.warns(KernelCacheWarning, match=f"{folder} is writable by other users"):
+        choice = _choice(monkeypatch, folder)
+    assert choice.folder is None
+    assert not (folder / "numba").exists()
+
+
+@pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                    reason="giving a folder to another user needs root")
+def test_cache_folder_owned_by_another_user_is_refused(tmp_path, monkeypatch):
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o700)
+    os.chown(folder, 4242, -1)
+    with pytest.warns(KernelCacheWarning, match="owned by user id 4242, not by you"):
+        assert _choice(monkeypatch, folder).folder is None
+    # and a numba folder inside a private one, made by someone else
+    mine = tmp_path / "mine"
+    (mine / "numba").mkdir(parents=True, mode=0o700)
+    os.chown(mine / "numba", 4242, -1)
+    with pytest.warns(KernelCacheWarning, match="owned by user id 4242"):
+        assert _choice(monkeypatch, mine).folder is None
+
+
+def test_parent_writable_without_sticky_bit_is_refused(tmp_path, monkeypatch):
+    parent = tmp_path / "open"
+    parent.mkdir()
+    parent.chmod(0o777)  # anyone may rename our folder away and put theirs in its place
+    with pytest.warns(KernelCacheWarning, match="without the sticky bit"):
+        choice = _choice(monkeypatch, parent / "cache")
+    assert choice.folder is None
+    assert not (parent / "cache").exists()  # nothing created there
+
+
+def test_missing_folders_are_created_private_under_a_sticky_parent(tmp_path, monkeypatch):
+    sticky = tmp_path / "tmp"
+    sticky.mkdir()
+    sticky.chmod(0o1777)  # like /tmp: others cannot replace what is in it
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        choice = _choice(monkeypatch, sticky / "a" / "cache")
+    assert choice.folder == sticky / "a" / "cache" / "numba"
+    for path in (sticky / "a", sticky / "a" / "cache", choice.folder):
+        assert stat.S_IMODE(path.stat().st_mode) == 0o700, path
+
+
+def test_existing_private_cache_folder_is_used(tmp_path, monkeypatch):
+    folder = tmp_path / "cache"
+    folder.mkdir(mode=0o755)  # readable by others is fine: only writing is refused
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _choice(monkeypatch, folder).folder == folder / "numba"
+
+
+def test_unexpandable_cache_dir_warns_instead_of_failing(tmp_path, monkeypatch):
+    name = "~daskdepth-no-such-user/x"
+    with pytest.warns(KernelCacheWarning, match="cannot be expanded.*set DASKDEPTH_CACHE_DIR "
+                                               "to an absolute path"):
+        assert _choice(monkeypatch, name).folder is None
+    # In a fresh process: import, compile a kernel and run a CLI command.
+    out = _probe(tmp_path, DASKDEPTH_CACHE_DIR=name)
+    assert all(p is None for p in out["paths"].values())
+    base = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    proc = subprocess.run([sys.executable, "-m", "daskdepth", "--help"], capture_output=True,
+                          text=True, timeout=300, env={**base, "DASKDEPTH_CACHE_DIR": name},
+                          cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("damage", ["truncated data", "garbage index"])
+def test_unreadable_cache_entry_is_compiled_again(tmp_path, damage):
+    cache_dir = str(tmp_path / "dd")
+    _probe(tmp_path, DASKDEPTH_CACHE_DIR=cache_dir)
+    index = _kernel_index(tmp_path / "dd")
+    (data,) = index.parent.glob(index.name[:-len(".nbi")] + ".*.nbc")
+    if damage == "truncated data":
+        data.write_bytes(data.read_bytes()[:100])
+    else:
+        index.write_bytes(b"garbage, not a pickle")
+    base = {k: v for k, v in os.environ.items() if k != "NUMBA_CACHE_DIR"}
+    env = {**base, "DASKDEPTH_CACHE_DIR": cache_dir}
+    proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
+                          timeout=300, env=env, cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr  # compiled afresh, not UnpicklingError
+    assert "KernelCacheWarning" in proc.stderr and "compiled again" in proc.stderr
+    # The entry was replaced: the next process loads it without a word.
+    again = subprocess.run([sys.executable, "-W", "error::UserWarning", "-c", _PROBE],
+                           capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+    assert "KernelCacheWarning" not in again.stderr
+
+
+def test_folders_above_home_are_not_checked(tmp_path, monkeypatch):
+    """As ssh: above the home directory the folders are the system's (a test home here)."""
+    above = tmp_path / "shared"
+    above.mkdir()
+    above.chmod(0o777)  # would be refused for a folder outside the home directory
+    home = above / "me"
+    home.mkdir(mode=0o755)
+    monkeypatch.setenv("HOME", str(home))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert _choice(monkeypatch, home / ".cache" / "dd").folder == home / ".cache" / "dd" / \
+            "numba"
+    home.chmod(0o777)  # the home directory itself is checked
+    with pytest.warns(KernelCacheWarning, match=f"{home}, is writable by other users"):
+        assert _choice(monkeypatch, home / ".cache" / "dd2").folder is None

@@ -19,7 +19,7 @@ from typing import Any
 
 import numpy as np
 
-from ..errors import ModelFormatError
+from ..errors import ModelFormatError, describe_rows
 from ..estimators import ESTIMATORS
 from ..storage.modelformat import corrupted, malformed, read_model
 from ..summary.depth import DepthSummary
@@ -31,6 +31,16 @@ from ..summary.mass import MassSummary
 OFFSET_RANK_SLACK = 0.02
 
 _TOKEN = re.compile(r"^[0-9a-f]{1,128}$")
+
+#: How far the norm of a direction drawn on the unit sphere (``u / |u|``) may be from 1.
+UNIT_SLACK = 1e-9
+#: Slack of the whitened depths' invariants, in units of ``eps * cond(basis_)`` (for the
+#: unit ``u`` of ``directions_ = u @ basis_.T``) and of ``eps * cond(basis_)**2`` (for
+#: ``basis_.T @ covariance_ @ basis_ = I``): rounding grows with the conditioning.
+WHITENED_SLACK = 1e3
+#: A location whose float64 spacing exceeds this many times the spread the covariance
+#: allows ``n`` rows around it (times ``sqrt(d)``, for shrinkage) cannot be theirs.
+LOCATION_SLACK = 64.0
 
 
 def load_model(path: str | os.PathLike[str],
@@ -191,9 +201,11 @@ def check_fitted(model: Any) -> None:
             and np.array_equal(summary.location, location)):
         raise ValueError("the summary's directions or centring differ from directions_ and "
                          "location_")
+    _check_directions(model, directions)
     bound = _float(model, "error_bound_", 0.0, 1.0)
     if isinstance(summary, DepthSummary):
         _check_depth_attributes(model, d)
+        _check_location(model, location, n)
         certified = summary.error_bound(model._statistic)
     else:
         _check_mass_attributes(model, summary)
@@ -211,6 +223,76 @@ def check_fitted(model: Any) -> None:
     if below > share + slack or at_most < share - slack:
         raise ValueError(f"offset_ {offset!r} is not the contamination {share} quantile of the "
                          f"training depths ({below:.3f} of them lie below it)")
+
+
+def _check_directions(model: Any, directions: np.ndarray) -> None:
+    """The directions' invariant: unit vectors, or ``u @ basis_.T`` with unit ``u`` (whitened).
+
+    A direction scaled (``x 1e3``), zeroed or otherwise edited scores other
+    depths, since the summary's projections were made with the original one.
+    The directions of IRW, the halfspace depth and the half-space mass are
+    drawn on the unit sphere; those of the whitened depths (AI-IRW,
+    ``Halfspace(affine_invariant=True)``) are ``u @ basis_.T`` with ``u`` on
+    the unit sphere, and ``basis_`` whitens ``covariance_``
+    (``basis_.T @ covariance_ @ basis_ = I``), each up to rounding that grows
+    with the condition number of ``basis_``.
+    """
+    norms = np.linalg.norm(directions, axis=1)
+    if not (isinstance(model.summary_, DepthSummary) and model._whitens()):
+        bad = np.flatnonzero(~(np.abs(norms - 1.0) <= UNIT_SLACK))
+        if bad.size:
+            raise ValueError(f"directions_ {describe_rows(bad, bad.size)} are not unit vectors "
+                             f"(norm {norms[bad[0]]:.6g}); this depth draws its directions on "
+                             "the unit sphere")
+        return
+    d = directions.shape[1]
+    rank = _int(model, "covariance_rank_", 1, d)
+    if getattr(model, "basis_", None) is None:
+        raise ValueError("basis_ is missing: a whitened depth's directions are u @ basis_.T")
+    basis = _array(model, "basis_", (d, rank))
+    singular = np.linalg.svd(basis, compute_uv=False)
+    if not singular[-1] > 0:
+        raise ValueError("basis_ is singular: it does not whiten any covariance")
+    cond = float(singular[0] / singular[-1])
+    eps = float(np.finfo(np.float64).eps)
+    slack = max(1e-6, WHITENED_SLACK * eps * cond)
+    u = np.linalg.lstsq(basis, directions.T, rcond=None)[0]
+    residual = np.linalg.norm(directions - (basis @ u).T, axis=1)
+    unit = np.linalg.norm(u, axis=0)
+    bad = np.flatnonzero(~((np.abs(unit - 1.0) <= slack) & (residual <= slack * norms)))
+    if bad.size:
+        raise ValueError(f"directions_ {describe_rows(bad, bad.size)} are not u @ basis_.T "
+                         f"with u a unit vector (|u| = {unit[bad[0]]:.6g}): they are not "
+                         "directions this whitening draws")
+    cov = _array(model, "covariance_", (d, d))
+    gram = basis.T @ cov @ basis
+    if not np.abs(gram - np.eye(rank)).max() <= max(0.05, WHITENED_SLACK * eps * cond**2):
+        raise ValueError("basis_ does not whiten covariance_ (basis_.T @ covariance_ @ basis_ "
+                         "is not the identity)")
+
+
+def _check_location(model: Any, location: np.ndarray, n: int) -> None:
+    """Refuse a location float64 rows near it could not have with the covariance's spread.
+
+    Rows near ``location`` differ by at least its spacing (``np.spacing``)
+    where they differ at all, so the estimated variance of a feature that
+    varies is at least about ``spacing**2 / n``: ``location_ = 1e308`` with
+    unit variances cannot be the data's (it made every projection overflow).
+    Only for covariances estimated from the data (a precomputed one may have
+    any scale); a location moved by an amount the data's scale allows cannot
+    be told from its own.
+    """
+    if not isinstance(getattr(model, "covariance", "sample"), str):
+        return
+    cov = _array(model, "covariance_", (location.size, location.size))
+    diag = np.diag(cov)
+    allowed = LOCATION_SLACK * math.sqrt(location.size) * np.sqrt(np.maximum(diag, 0.0) * n)
+    bad = np.flatnonzero((diag > 0) & ~(np.spacing(np.abs(location)) <= allowed))
+    if bad.size:
+        k = int(bad[0])
+        raise ValueError(f"location_ {float(location[k])!r} (feature {k}) is not where the data "
+                         f"can be: float64 values near it cannot vary by the standard deviation "
+                         f"{math.sqrt(diag[k]):.3g} that covariance_ says")
 
 
 def _check_depth_attributes(model: Any, d: int) -> None:

@@ -41,7 +41,16 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputError
-from .paths import is_url, local_path, local_target
+from .paths import (
+    MAX_METADATA_BYTES,
+    ZARR_METADATA,
+    UnsafeFileError,
+    check_regular,
+    is_url,
+    local_path,
+    local_target,
+    read_regular,
+)
 
 #: Marker in the names of temporaries that are being written.
 TMP_MARK = ".daskdepth-tmp-"
@@ -66,10 +75,6 @@ OUTPUT_VERSION = 1
 MODEL_ATTR = "daskdepth"
 MODEL_FORMAT = "daskdepth-model"
 
-#: Files of a Zarr store's own metadata, at any level.
-ZARR_METADATA = (".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json")
-#: Largest root metadata file read to decide whether a store may be replaced.
-MAX_METADATA_BYTES = 64 * 2**20
 
 _LEFTOVER = re.compile(r"\.daskdepth-(tmp|old|lease)-(\d+-[0-9a-f]+)$")
 
@@ -165,12 +170,14 @@ def _check_apart(target: Path, text: str, src: str | os.PathLike[str]) -> None:
 
 
 def _read_json(path: Path) -> Any:
-    """The JSON in ``path`` (None when missing, too large or not JSON)."""
+    """The JSON in ``path`` (None when missing, too large, not a regular file or not JSON).
+
+    Read with :func:`~daskdepth.storage.paths.read_regular`: a FIFO or ``/dev/zero``
+    in its place is not read (callers refuse those first, with a message).
+    """
     try:
-        if path.stat().st_size > MAX_METADATA_BYTES:
-            return None
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        return json.loads(read_regular(path, path.name, MAX_METADATA_BYTES).decode("utf-8"))
+    except (OSError, ValueError):  # UnsafeFileError is a ValueError
         return None
 
 
@@ -229,6 +236,13 @@ def replace_refusal(target: Path) -> str | None:
     entries = sorted(os.listdir(target))
     if not entries:
         return None
+    for meta in ZARR_METADATA:  # before anything is read: a FIFO blocks, /dev/zero never ends
+        if os.path.lexists(target / meta):
+            try:
+                check_regular(target / meta, f"a {meta}")
+            except (OSError, UnsafeFileError) as exc:
+                what = getattr(exc, "reason", None) or f"has a {meta} that cannot be read"
+                return f"it {what}"
     attrs = root_attributes(target)
     if attrs is None:
         return f"it is not a Zarr store (it holds {_listing(entries)})"
@@ -658,9 +672,10 @@ class SafeOutput:
         it, and cluster workers re-created a fragment) and Zarr root metadata;
         ``check(path)`` may refuse more (missing arrays or chunks).
         """
-        try:
-            token = (self.path / OWNER_FILE).read_text(encoding="ascii")
-        except OSError:
+        try:  # without blocking: whatever replaced the temporary may hold a FIFO there
+            token = read_regular(self.path / OWNER_FILE, OWNER_FILE, 4096).decode("ascii",
+                                                                                 "replace")
+        except (OSError, UnsafeFileError):
             token = ""
         if token != self.token:
             raise OutputError(f"the temporary {str(self.path)!r} of this job was removed or "

@@ -3,7 +3,7 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 3,
+    {"format": "daskdepth-model", "format_version": 4,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
      "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
      "created": "...", "metadata": {...}}
@@ -17,7 +17,9 @@ daskdepth (the depth summary and its blocks) are stored field by field under
 their ``module:qualname``.  The direction blocks of a summary are written one
 after the other, each block's arrays as one byte range of the ``uint8`` array
 ``.../blocks/data`` (its scalars in the document), with a SHA-256 per block
-and each direction's error bound in ``.../blocks/errors``: a summary held on a
+(over its :func:`block_binding`, which ties it to its place, direction rows and
+the summary's location, then its bytes) and each direction's error bound in
+``.../blocks/errors``: a summary held on a
 cluster is saved with one block on the client at a time, and
 :func:`read_model` returns :class:`StoredBlock` handles that read their block
 when it is needed (on the client, or on the worker that scores with it), so a
@@ -32,7 +34,14 @@ layout (or live in another module), is refused with a clear message instead of
 scoring wrongly.
 
 Checksums only catch accidents and naive edits: anyone can recompute them.
-Reading therefore trusts nothing in a store: the document's size, keys and
+Reading therefore trusts nothing in a store.  Before Zarr opens a local store,
+every file in it must be a regular file of at most :data:`MAX_DOCUMENT_BYTES`
+(:func:`~daskdepth.storage.paths.check_store_files`; a FIFO would block the read
+for ever, ``/dev/zero`` never end): a symbolic link is followed only to a
+regular file (git-annex and DVC keep files so; its content is checked against
+the checksums like any other), and a link to a folder, a device or nothing is
+refused; the chunk files a block reads later are checked again then.  The
+document's size, keys and
 value kinds are checked, arrays are compared with the manifest (dtype, shape,
 every chunk present, a cap on the total size) *before* they are read, only the
 summary classes of :data:`MODEL_CLASSES` can be named, and string fields are
@@ -55,7 +64,6 @@ from the allow-list of estimator classes.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import datetime
 import hashlib
@@ -82,12 +90,26 @@ from ..summary.leaves import BlockLeaves
 from ..summary.mass import MassSummary
 from ..summary.sorted import BlockSorted
 from .atomic import MODEL_ATTR, MODEL_FORMAT, SafeOutput
-from .paths import NotZarrError, is_url, local_path, open_node, quiet_zarr
+from .paths import (
+    NotZarrError,
+    UnsafeFileError,
+    check_regular,
+    check_store_files,
+    is_url,
+    local_path,
+    open_node,
+    quiet_zarr,
+)
 
-#: Version of the stored layout; a reader refuses stores of any other version.
+#: Version of the stored layout; a reader refuses newer ones and those older than
+#: :data:`MIN_FORMAT_VERSION`.
 #: 2: the document carries a checksum of itself; every chunk is written.
 #: 3: a summary's direction blocks stored one after the other, read block by block.
-FORMAT_VERSION = 3
+#: 4: each block's SHA-256 also covers its place (index, directions ``j0 .. j1``, row
+#: count), its direction rows and the summary's location (:func:`block_binding`).
+FORMAT_VERSION = 4
+#: Oldest layout this daskdepth reads (3: blocks' checksums cover their bytes only).
+MIN_FORMAT_VERSION = 3
 #: Why this daskdepth no longer reads the older layouts.
 OLDER_LAYOUTS = {
     1: "its attributes are not covered by a checksum",
@@ -143,6 +165,13 @@ def utc_now() -> str:
 def corrupted(where: str, what: str) -> ModelFormatError:
     """The error for a model store whose content is wrong: ``what`` says how."""
     return ModelFormatError(f"the model store {where!r} is corrupted: {what}")
+
+
+def unsafe_store(where: str, exc: UnsafeFileError) -> ModelFormatError:
+    """The error for a model store holding a FIFO, a device, a huge file, ... (nothing read)."""
+    return ModelFormatError(f"the model store {where!r} {exc.reason}; a saved model holds only "
+                            "folders and regular files: restore the store from a copy or save "
+                            "the model again")
 
 
 def malformed(where: str, exc: BaseException) -> ModelFormatError:
@@ -282,13 +311,16 @@ class _Writer:
                     and all(is_block(v) for v in value) and isinstance(getattr(obj, "n", None),
                                                                       Integral)):
                 # a summary's direction blocks, with the row count their error bounds need
+                # and the directions and centring their checksums cover
                 fields[f.name] = {"kind": "list",
-                                  "blocks": self.blocks(value, f"{path}/{f.name}", int(obj.n))}
+                                  "blocks": self.blocks(value, f"{path}/{f.name}", int(obj.n),
+                                                        obj.directions, obj.location)}
             else:
                 fields[f.name] = self.value(value, f"{path}/{f.name}")
         return {"kind": "dataclass", "class": name, "fields": fields}
 
-    def blocks(self, items: list[Any], path: str, n: int) -> dict[str, Any]:
+    def blocks(self, items: list[Any], path: str, n: int, directions: np.ndarray,
+               location: np.ndarray) -> dict[str, Any]:
         """Direction blocks one after the other: each block's arrays are one byte range.
 
         A block held elsewhere (a handle) is loaded, written and dropped before
@@ -298,18 +330,22 @@ class _Writer:
         block, so that a loaded model reads one block with one range read; its
         scalars are in the document, and every direction's error bound for the
         ``n`` rows in ``{path}/errors`` (read with the model: the certified
-        bound is checked without reading the blocks).
+        bound is checked without reading the blocks).  Each block's SHA-256
+        starts with its :func:`block_binding`, so that a block cannot be moved
+        to other directions, nor the directions or centring edited, without
+        recomputing it.
         """
         data = _Segments(self.group, f"{path}/data")
         out = []
         errors = []
-        for item in items:
+        for index, item in enumerate(items):
             block = item.load() if is_handle(item) else item
             name = self._register(type(block))
             errors.append(np.asarray(block.direction_errors(n), dtype=np.float64))
             data.align()
             start = data.size
-            digest = hashlib.sha256()
+            digest = hashlib.sha256(block_binding(index, int(block.j0), int(block.j1), n,
+                                                  directions[block.j0:block.j1], location))
             fields: dict[str, Any] = {}
             for f in dataclasses.fields(block):
                 v = getattr(block, f.name)
@@ -431,6 +467,32 @@ def _checksum(arr: np.ndarray) -> str:
     return hashlib.sha256(data.tobytes()).hexdigest()
 
 
+def block_binding(index: int, j0: int, j1: int, n: int, directions: np.ndarray,
+                  location: np.ndarray) -> bytes:
+    """What a stored block's SHA-256 covers before its bytes (format version 4).
+
+    The SHA-256 of the block's place in its summary (``index``, its directions
+    ``j0 .. j1``, the row count ``n``), of its direction rows and of the
+    summary's location, little-endian: a block's leaves or sorted projections
+    only score right with these directions and this centring, so a block
+    swapped with or copied onto another's directions, or directions or a
+    location edited, no longer match the checksums.  (Anyone can recompute
+    them: this catches accidents and edits that do not.)
+
+    Examples
+    --------
+    >>> len(block_binding(0, 0, 2, 10, np.eye(2), np.zeros(2)))
+    32
+    """
+    digest = hashlib.sha256(b"daskdepth block\0")
+    digest.update(json.dumps([int(index), int(j0), int(j1), int(n)]).encode("ascii"))
+    for arr in (directions, location):
+        values = _little_endian(np.asarray(arr, dtype=np.float64))
+        digest.update(json.dumps(list(values.shape)).encode("ascii"))
+        digest.update(values.tobytes())
+    return digest.digest()
+
+
 def document_checksum(doc: dict[str, Any]) -> str:
     """SHA-256 of the canonical JSON (sorted keys, no spaces, ASCII) of ``doc`` less ``checksum``.
 
@@ -452,12 +514,14 @@ class _Reader:
     """Rebuilds Python values from JSON nodes, reading and checking arrays of ``group``."""
 
     def __init__(self, group: Any, manifest: dict[str, Any], classes: dict[str, list[str]],
-                 where: str, source: BlockSource | None = None) -> None:
+                 where: str, source: BlockSource | None = None,
+                 version: int = FORMAT_VERSION) -> None:
         self.group = group
         self.manifest = manifest
         self.classes = classes
         self.where = where
         self.source = source
+        self.version = version
         self._cache: dict[str, np.ndarray] = {}
 
     def corrupt(self, what: str) -> ModelFormatError:
@@ -544,7 +608,10 @@ class _Reader:
             return self.strings(node)
         if kind == "dataclass":
             cls = self.check_class(node["class"])
-            return _construct(cls, {k: self.value(v) for k, v in node["fields"].items()})
+            obj = _construct(cls, {k: self.value(v) for k, v in node["fields"].items()})
+            if isinstance(obj, DepthSummary):
+                self.bind(obj)
+            return obj
         if kind in ("list", "tuple"):
             if "blocks" in node:
                 items = self.blocks(node["blocks"])
@@ -556,6 +623,21 @@ class _Reader:
         if kind == "dict":
             return {k: self.value(v) for k, v in node["items"].items()}
         raise self.corrupt(f"unknown value kind {kind!r}")
+
+    def bind(self, summary: DepthSummary) -> None:
+        """Give each stored block of ``summary`` the :func:`block_binding` its checksum covers."""
+        for block in summary.blocks if isinstance(summary.blocks, list) else ():
+            if not isinstance(block, StoredBlock):
+                continue
+            block.bound = self.version >= 4
+            if not block.bound:
+                continue
+            try:
+                block.binding = block_binding(block.index, block.j0, block.j1, summary.n,
+                                              summary.directions[block.j0:block.j1],
+                                              summary.location)
+            except (TypeError, ValueError, IndexError):
+                block.binding = None  # odd directions: refused by the summary's validation
 
     def check_class(self, name: str) -> type:
         cls = _allowed_class(name)
@@ -724,6 +806,9 @@ class BlockSource(NamedTuple):
     where: str
     storage_options: dict[str, Any] | None
     data: str
+    #: The model document's checksum when the model was read: a store replaced since
+    #: (a new fit saved over it) has another, which says why its blocks no longer match.
+    generation: str = ""
 
 
 class StoredBlock(BlockHandle):
@@ -748,12 +833,35 @@ class StoredBlock(BlockHandle):
         self.eager = eager
         self.n = int(n)
         self.index = int(index)
+        #: Whether the block's checksum covers a :func:`block_binding` (format version 4),
+        #: and the binding, given by the reader once the summary's directions are read.
+        self.bound = False
+        self.binding: bytes | None = None
 
     def load(self) -> Any:
+        try:
+            return self._load()
+        except ModelFormatError:
+            why = _replaced(self.source)
+            if why:
+                raise ModelFormatError(why) from None
+            raise
+
+    def _load(self) -> Any:
         where = self.source.where
         item = self.item
         try:
             node = open_node(_join(where, self.source.data), self.source.storage_options)
+            if not is_url(where):
+                _check_chunk_files(node, local_path(_join(where, self.source.data)),
+                                   item["offset"], item["nbytes"])
+        except UnsafeFileError as exc:
+            raise unsafe_store(where, exc) from None
+        except Exception as exc:
+            raise corrupted(where, f"the block data {self.source.data!r} cannot be read "
+                                   f"({exc}); save the model again or restore the store "
+                                   "from a copy") from None
+        try:
             with quiet_zarr():
                 raw = np.asarray(node[item["offset"]:item["offset"] + item["nbytes"]])
         except Exception as exc:
@@ -761,10 +869,16 @@ class StoredBlock(BlockHandle):
                                    f"({exc}); save the model again or restore the store "
                                    "from a copy") from None
         raw = np.ascontiguousarray(raw, dtype=np.uint8)
-        if raw.size != item["nbytes"] or hashlib.sha256(raw).hexdigest() != item["sha256"]:
-            raise corrupted(where, f"a block of {self.source.data!r} does not match its "
-                                   "checksum; save the model again or restore the store from "
-                                   "a copy")
+        if self.bound and self.binding is None:
+            raise corrupted(where, f"block {self.index} of its summary is not tied to its "
+                                   "directions; save the model again or restore the store "
+                                   "from a copy")
+        digest = hashlib.sha256(self.binding or b"")
+        digest.update(raw)
+        if raw.size != item["nbytes"] or digest.hexdigest() != item["sha256"]:
+            raise corrupted(where, f"block {self.index} of {self.source.data!r} does not match "
+                                   "its checksum (or not its directions and location); save "
+                                   "the model again or restore the store from a copy")
         values = dict(self.eager)
         for name, spec in item["fields"].items():
             if isinstance(spec, dict) and spec.get("kind") == "segment":
@@ -784,6 +898,53 @@ class StoredBlock(BlockHandle):
             raise corrupted(where, f"its summary is invalid: block {self.index} does not have "
                                    "the directions or error bounds the model was read with")
         return block
+
+
+def _replaced(source: BlockSource) -> str:
+    """Why a block of a loaded model fails because its store changed; '' when it did not.
+
+    Compares the store's document checksum now with the one the model was
+    read with: a ``fit --overwrite`` (or ``save(overwrite=True)``) in the
+    meantime moved another model into place, whose blocks are not the ones
+    the loaded model holds handles of.
+    """
+    where = source.where
+    if not source.generation:
+        return ""
+    try:
+        node = open_node(where, source.storage_options)
+    except FileNotFoundError:
+        return (f"the model store {where!r} no longer exists: it was removed or moved since "
+                "the model was loaded; load the model again from where it is now")
+    except Exception:  # unreadable in another way: the caller's error says it
+        return ""
+    doc = _document(node)
+    if doc is not None and doc.get("checksum") == source.generation:
+        return ""
+    return (f"the model store {where!r} was replaced since the model was loaded (by a new "
+            "fit or save?): its blocks are not those of the loaded model; load it again")
+
+
+def _check_chunk_files(node: Any, folder: Path, offset: int, nbytes: int) -> None:
+    """Refuse the chunk files a block's byte range reads unless they are regular files.
+
+    The store's files were all checked when the model was read; this checks
+    again those a block reads later (possibly on a worker, after the store
+    changed), before Zarr opens them.
+    """
+    chunk = int(node.chunks[0]) if node.chunks else 0
+    if chunk <= 0 or nbytes <= 0:
+        return
+    encoding = node.metadata.chunk_key_encoding
+    for k in range(offset // chunk, (offset + nbytes - 1) // chunk + 1):
+        path = folder / encoding.encode_chunk_key((k,))
+        if os.path.lexists(path):
+            try:
+                check_regular(path, f"a chunk file {encoding.encode_chunk_key((k,))!r} of its "
+                                    "block data", MAX_DOCUMENT_BYTES)
+            except FileNotFoundError:
+                raise UnsafeFileError("has a chunk file of its block data that is a symbolic "
+                                      "link to nothing") from None
 
 
 def _join(where: str, path: str) -> str:
@@ -961,9 +1122,18 @@ def _document(node: Any) -> dict[str, Any] | None:
 
 def is_model(path: str | os.PathLike[str],
              storage_options: dict[str, Any] | None = None) -> bool:
-    """Whether ``path`` holds a daskdepth model (of any format version, intact or not)."""
+    """Whether ``path`` holds a daskdepth model (of any format version, intact or not).
+
+    Raises
+    ------
+    ModelFormatError
+        The store's root metadata is a FIFO, a device or too large (not read).
+    """
     try:
         node = open_node(path, storage_options)
+    except UnsafeFileError as exc:  # not read: a FIFO would block, /dev/zero never end
+        raise ModelFormatError(f"the store {os.fspath(path)!r} {exc.reason}: restore it from a "
+                               "copy or remove it") from None
     except (FileNotFoundError, NotZarrError):
         return False
     return _document(node) is not None
@@ -974,16 +1144,21 @@ def _open_model(path: str | os.PathLike[str],
     """Open a model store and check its document: size, format, version, keys, checksum."""
     where = os.fspath(path)
     if not is_url(where):
-        meta = local_path(where) / "zarr.json"
-        with contextlib.suppress(OSError):
-            if meta.stat().st_size > MAX_DOCUMENT_BYTES:
-                raise ModelFormatError(
-                    f"{where!r} is not a daskdepth model: its attributes take "
-                    f"{meta.stat().st_size:,} bytes, more than a model's ({MAX_DOCUMENT_BYTES:,})")
+        root = local_path(where)
+        if root.is_dir():  # every file, before Zarr opens any (a FIFO, /dev/zero, a huge file)
+            try:
+                check_store_files(root, MAX_DOCUMENT_BYTES)
+            except UnsafeFileError as exc:
+                raise unsafe_store(where, exc) from None
+            except OSError as exc:
+                raise ModelFormatError(f"the model store {where!r} cannot be listed ({exc})") \
+                    from None
     try:
         node = open_node(where, storage_options)
     except FileNotFoundError:
         raise FileNotFoundError(f"no model at {where!r}: the path does not exist") from None
+    except UnsafeFileError as exc:
+        raise unsafe_store(where, exc) from None
     except NotZarrError:
         raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") from None
     doc = _document(node)
@@ -1001,7 +1176,7 @@ def _open_model(path: str | os.PathLike[str],
             f"{writer or 'a newer version'}; this daskdepth reads format version "
             f"{FORMAT_VERSION}: upgrade daskdepth"
         )
-    if version < FORMAT_VERSION:
+    if version < MIN_FORMAT_VERSION:
         raise ModelFormatError(
             f"the model {where!r} has format version {version} (written by daskdepth "
             f"{writer or 'an older version'}), an older layout that this daskdepth no longer "
@@ -1122,7 +1297,8 @@ def read_model(path: str | os.PathLike[str],
         _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
         store = where if is_url(where) else str(local_path(where))
         reader = _Reader(opened.group, doc["arrays"], doc["classes"], where,
-                         BlockSource(store, storage_options, ""))
+                         BlockSource(store, storage_options, "", doc["checksum"]),
+                         doc["format_version"])
         params = {k: reader.value(v) for k, v in doc["params"].items()}
         state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import errno
 import os
+import stat
 import warnings
 from collections.abc import Iterator
 from pathlib import Path
@@ -32,6 +33,155 @@ class NotZarrError(ValueError):
     def __init__(self, reason: str) -> None:
         super().__init__(reason)
         self.reason = reason
+
+
+#: Largest metadata file (``zarr.json``, ``.zattrs``, ...) daskdepth reads, and largest file
+#: of a saved model's store: more is not a store daskdepth wrote (and /dev/zero never ends).
+MAX_METADATA_BYTES = 64 * 2**20
+#: Files of a Zarr store's own metadata, at any level.
+ZARR_METADATA = (".zarray", ".zattrs", ".zgroup", ".zmetadata", "zarr.json")
+
+
+class UnsafeFileError(NotZarrError):
+    """A file of a store is not a regular file (a FIFO, a device, ...) or is too large to read.
+
+    Reading it could block for ever (a FIFO) or never end (``/dev/zero``), so
+    it is refused before it is opened; ``reason`` completes a sentence that
+    starts with the store's path.
+    """
+
+
+def _kind(mode: int) -> str:
+    """What a file of mode ``mode`` is, for messages."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"),
+                       (stat.S_ISDIR, "a directory"), (stat.S_ISLNK, "a symbolic link")):
+        if test(mode):
+            return name
+    return "not a regular file"
+
+
+def _check_stat(st: os.stat_result, name: str, max_bytes: int) -> None:
+    if not stat.S_ISREG(st.st_mode):
+        raise UnsafeFileError(f"has {name} that is {_kind(st.st_mode)}, not a regular file; "
+                              "daskdepth does not read it")
+    if st.st_size > max_bytes:
+        raise UnsafeFileError(f"has {name} of {st.st_size:,} bytes, more than the "
+                              f"{max_bytes:,} such a file of a store may take")
+
+
+def check_regular(path: Path, name: str, max_bytes: int = MAX_METADATA_BYTES) -> None:
+    """Refuse ``path`` unless it is (or links to) a regular file of at most ``max_bytes``.
+
+    ``name`` says which file it is in the message (e.g. ``"a zarr.json"``).
+    Only ``stat`` is used: nothing is opened.
+
+    Raises
+    ------
+    FileNotFoundError
+        Nothing at ``path`` (or a symbolic link to nothing).
+    UnsafeFileError
+        A FIFO, device, socket or directory, or a larger file.
+    """
+    _check_stat(os.stat(path), name, max_bytes)
+
+
+def read_regular(path: Path, name: str, max_bytes: int = MAX_METADATA_BYTES) -> bytes:
+    """The bytes of the regular file ``path``, read without blocking on a FIFO and capped.
+
+    Opened with ``O_NONBLOCK`` (a FIFO without writer then opens at once
+    instead of waiting for ever) and checked with ``fstat`` on what was
+    opened: a FIFO, device or socket is refused (nothing read), and at most
+    ``max_bytes + 1`` bytes are read, so ``/dev/zero`` or a file that grows
+    while read is refused too.  Symbolic links are followed (to a regular
+    file, as stores kept by git-annex or DVC have them).
+
+    Raises
+    ------
+    OSError
+        ``path`` cannot be opened (FileNotFoundError when missing).
+    UnsafeFileError
+        Not a regular file, or more than ``max_bytes``.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        _check_stat(os.fstat(fd), name, max_bytes)
+        parts = []
+        left = max_bytes + 1
+        while left > 0:
+            part = os.read(fd, min(left, 2**20))
+            if not part:
+                break
+            parts.append(part)
+            left -= len(part)
+    finally:
+        os.close(fd)
+    data = b"".join(parts)
+    if len(data) > max_bytes:
+        raise UnsafeFileError(f"has {name} of more than {max_bytes:,} bytes (it grew while "
+                              "read)")
+    return data
+
+
+def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES) -> int:
+    """Refuse a local store holding anything but folders and regular files of at most ``max_bytes``.
+
+    What a saved model may hold, checked (with ``lstat`` and ``stat``, nothing
+    opened) before Zarr reads any of it: a FIFO would block the read for ever,
+    ``/dev/zero`` never end, a huge file fill the memory.  A symbolic link is
+    followed when it leads to a regular file (tools such as git-annex or DVC
+    keep files as links into their own store; the content is then checked
+    against the model's checksums as any other); a link to a folder, a device,
+    a FIFO or nothing is refused, as is a loop.  Returns the number of files.
+
+    Raises
+    ------
+    UnsafeFileError
+        Naming the first offending file, relative to ``root``.
+    """
+    count = 0
+    stack = [root]
+    while stack:
+        folder = stack.pop()
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                path = Path(entry.path)
+                name = f"a file {str(path.relative_to(root))!r}"
+                if entry.is_dir(follow_symlinks=False):
+                    stack.append(path)
+                    continue
+                if entry.is_symlink():
+                    try:
+                        st = os.stat(path)
+                    except OSError:
+                        raise UnsafeFileError(f"has {name} that is a symbolic link to nothing "
+                                              "(or a loop)") from None
+                    if not stat.S_ISREG(st.st_mode):
+                        raise UnsafeFileError(f"has {name} that is a symbolic link to "
+                                              f"{_kind(st.st_mode)}; a store holds only folders "
+                                              "and regular files")
+                else:
+                    st = entry.stat(follow_symlinks=False)
+                _check_stat(st, name, max_bytes)
+                count += 1
+    return count
+
+
+def check_root_metadata(root: Path, member: str = "") -> None:
+    """Refuse a local store whose top-level metadata files are not regular or too large.
+
+    Run before Zarr opens the store (it reads them whole, and would block on a
+    FIFO); ``member``: the folder ``root`` is in the store, for the message.
+    """
+    for meta in ZARR_METADATA:
+        path = root / meta
+        name = f"a {member}/{meta}" if member else f"a {meta}"
+        if os.path.lexists(path):
+            try:
+                check_regular(path, name)
+            except FileNotFoundError:
+                raise UnsafeFileError(f"has {name} that is a symbolic link to nothing") \
+                    from None
 
 
 def is_url(path: str | os.PathLike[str]) -> bool:
@@ -125,7 +275,10 @@ def open_node(path: str | os.PathLike[str],
     FileNotFoundError
         Nothing is at ``path``.
     NotZarrError
-        Something is there, but it is not a readable Zarr store.
+        Something is there, but it is not a readable Zarr store;
+        :class:`UnsafeFileError` when the metadata of a local store or of
+        the members of its root group is not a regular file or too large
+        (checked before Zarr reads it: a FIFO would block for ever).
     """
     import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
 
@@ -141,14 +294,22 @@ def open_node(path: str | os.PathLike[str],
             kind = "a directory" if local.is_dir() else "a file"
             raise NotZarrError(f"is {kind} but not a Zarr store (no zarr.json, .zgroup or "
                                ".zarray in it)")
+        check_root_metadata(local)
         store, options = str(local), None
     try:
         with quiet_zarr():
-            return zarr.open(store, mode="r", storage_options=options)
+            node = zarr.open(store, mode="r", storage_options=options)
     except FileNotFoundError:
         raise FileNotFoundError(f"{text!r} does not exist") from None
     except Exception as exc:  # zarr raises many kinds for unreadable stores
         raise NotZarrError("cannot be opened as a Zarr store") from exc
+    if not is_url(text) and isinstance(node, zarr.Group):
+        # its members' metadata too (listing them reads it): one level, a few stat calls
+        with os.scandir(store) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    check_root_metadata(Path(entry.path), entry.name)
+    return node
 
 
 def open_dataset(path: str | os.PathLike[str], group: str | None = None,
@@ -156,8 +317,12 @@ def open_dataset(path: str | os.PathLike[str], group: str | None = None,
     """Open a Zarr store (or one of its groups) lazily as an xarray Dataset.
 
     Consolidated metadata is used when the store has it.  Raises what
-    :func:`xarray.open_zarr` raises for stores that are not xarray datasets.
+    :func:`xarray.open_zarr` raises for stores that are not xarray datasets,
+    and :class:`UnsafeFileError` for a local store whose root metadata is not
+    a regular file (:func:`check_root_metadata`).
     """
+    if not is_url(path):
+        check_root_metadata(local_path(path))
     with quiet_zarr():
         return xr.open_zarr(os.fspath(path), group=group, storage_options=storage_options,
                             consolidated=None)
