@@ -140,12 +140,51 @@ def test_dataframes_with_text_columns_are_refused_by_name(gaussian):
         daskdepth.AIIRW().fit(dd.from_pandas(df["a"], npartitions=2))
 
 
-def test_pandas_dataframe_in_numpy_out(gaussian):
-    """As scikit-learn's detectors: a pandas DataFrame gives NumPy (names kept by the model)."""
-    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
-    model = _model(daskdepth.AIIRW).fit(df)
-    out = model.score_samples(df)
-    assert type(out) is np.ndarray and list(model.feature_names_in_) == ["a", "b", "c"]
+@pytest.mark.parametrize("cls", MODELS)
+def test_pandas_dataframe_in_series_out(cls, gaussian):
+    """A pandas DataFrame gives pandas Series with its index, as a dask DataFrame gives dask
+    Series (NumPy before issue 25's B5; ``.to_numpy()`` gives it back)."""
+    index = pd.Index(np.arange(gaussian.shape[0]) * 3 + 7, name="id")
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=index)
+    model = _model(cls).fit(df)
+    assert list(model.feature_names_in_) == ["a", "b", "c"]
+    ref = _model(cls).fit(gaussian)
+    for method, name in (("score_samples", "depth"), ("decision_function", "decision"),
+                         ("predict", "label")):
+        out = getattr(model, method)(df.iloc[::-1])
+        assert type(out) is pd.Series and out.name == name, method
+        assert out.index.equals(index[::-1])
+        np.testing.assert_array_equal(out.to_numpy(),
+                                      getattr(ref, method)(gaussian[::-1]))
+    labels = _model(cls).fit_predict(df)
+    assert type(labels) is pd.Series and labels.index.equals(index)
+    if cls in (daskdepth.AIIRW, daskdepth.IRW):  # standard errors of a mean over directions
+        depth, std = model.score_samples(df, return_std=True)
+        assert depth.index.equals(index) and std.index.equals(index) and std.name == "depth_std"
+
+
+@pytest.mark.parametrize("contamination", [None, 0.1])
+def test_score_return_types_per_call_form(gaussian, contamination):
+    """daskdepth.score: depth alone, or (depth, outlier) with contamination, in X's kind."""
+    index = pd.RangeIndex(1000, 1000 + gaussian.shape[0])
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=index)
+    xa = _dataarray(gaussian)
+    forms = {"numpy": (gaussian, np.ndarray), "pandas": (df, pd.Series),
+             "dask": (chunked(gaussian, 700), da.Array),
+             "dask-dataframe": (dd.from_pandas(df, npartitions=3), dd.Series),
+             "xarray": (xa, xr.DataArray)}
+    for kind, (data, container) in forms.items():
+        out = daskdepth.score(data, random_state=0, n_directions=20, tol=1e-3,
+                              contamination=contamination)
+        parts = (out,) if contamination is None else out
+        assert isinstance(out, tuple) == (contamination is not None), kind
+        for part in parts:
+            assert isinstance(part, container), (kind, type(part))
+        if kind == "pandas":
+            assert all(p.index.equals(index) for p in parts)
+            assert parts[0].name == "depth" and parts[-1].name in ("depth", "outlier")
+        if kind == "xarray":
+            assert all(p.dims == ("time",) for p in parts)
 
 
 def _dataarray(x: np.ndarray) -> xr.DataArray:

@@ -170,12 +170,14 @@ class HalfspaceMass(DepthDetector):
                 ("subsample size (psi)", str(state["subsample_size_"])),
                 ("scope (lambda)", f"{state.get('scope')}")]
 
-    def score_samples(self, X: Any) -> Any:
+    def score_samples(self, X: Any, *, sample_dim: Any = None) -> Any:
         """Half-space mass of each row of ``X``: in [0, 1], higher is more central.
 
-        NumPy in gives NumPy out, dask in gives a lazy dask array with the same
-        row chunks, and a DataArray gives a DataArray over its first dimension
-        with that dimension's coordinates.  Rows with NaN or inf raise under
+        NumPy in gives NumPy out, a pandas DataFrame a pandas Series with its
+        index, dask in gives a lazy dask array with the same row chunks (a dask
+        DataFrame a dask Series), and a DataArray gives a DataArray over its
+        sample dimension (``sample_dim``, as for :meth:`fit`) with that
+        dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
         """
-        return super().score_samples(X)
+        return super().score_samples(X, sample_dim=sample_dim)
