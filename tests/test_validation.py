@@ -404,6 +404,12 @@ INVALID = [
     ({"subsample_size": 8.0}, r"'subsample_size' parameter .* Got 8\.0 instead"),
     ({"scope": 0}, r"'scope' parameter .* Got 0 instead; split points"),
     ({"scope": True}, r"'scope' parameter of \w+ must be a number, not a bool"),
+    # beyond 100 almost no split point falls within the data: every score tends to 1 (1e308
+    # overflowed to all scores exactly 1.0; issue 25, B6)
+    ({"scope": 1e308}, r"'scope' parameter .* range \(0\.0, 100\.0\]\. Got 1e\+308 instead;.*"
+                       r"every score near 1: use the default 0\.5"),
+    ({"scope": float("inf")}, r"'scope' parameter .* Got inf instead"),
+    ({"scope": 101}, r"'scope' parameter .* Got 101 instead"),
 ]
 
 
@@ -626,3 +632,29 @@ def test_masked_integer_arrays(x):
     xi.mask[0, 0] = True
     model = daskdepth.IRW(n_directions=20, random_state=0, nan_policy="omit").fit(xi)
     assert model.n_samples_fit_ == 299
+
+
+def test_largest_scope_still_splits_the_data(x):
+    model = daskdepth.HalfspaceMass(scope=100, random_state=0).fit(x)
+    assert np.ptp(model.score_samples(x)) > 0
+
+
+@pytest.mark.parametrize("columns", [["a", 1, "c"], [0, "b", 2.5]])
+def test_mixed_type_column_names_are_refused_as_scikit_learn(x, columns):
+    """As scikit-learn: names of mixed types raise (issue 25, B6)."""
+    frame = pd.DataFrame(x, columns=columns)
+    for cls in MODELS:
+        with pytest.raises(TypeError, match=r"Feature names are only supported if all input "
+                                            r"features have string names.*astype\(str\)"):
+            cls(n_directions=5).fit(frame)
+    fitted = daskdepth.IRW(n_directions=5, random_state=0).fit(x)
+    with pytest.raises(TypeError, match="string names"):
+        fitted.score_samples(frame)
+    with pytest.raises(TypeError, match="string names"):
+        daskdepth.IRW(n_directions=5).fit(dd.from_pandas(frame, npartitions=2))
+    with pytest.raises(TypeError, match="string names"):
+        daskdepth.IRW(n_directions=5).fit(xr.DataArray(
+            x, dims=("sample", "feature"), coords={"feature": np.array(columns, dtype=object)}))
+    # all strings, or none: kept as names, or no names (as before)
+    assert daskdepth.IRW(n_directions=5).fit(pd.DataFrame(x, columns=[0, 1, 2])).__dict__.get(
+        "feature_names_in_") is None
