@@ -103,10 +103,11 @@ def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None
     standard error over the directions, with ``std``.  Lazy input gives lazy
     variables (both scored by the same tasks).
     """
+    sample_dim = data.dims[0]  # as the caller oriented it, not read again from the names
     if std:
-        depth, error = model.score_samples(data, return_std=True)
+        depth, error = model.score_samples(data, return_std=True, sample_dim=sample_dim)
     else:
-        depth, error = model.score_samples(data), None
+        depth, error = model.score_samples(data, sample_dim=sample_dim), None
     depth.attrs = model_attrs(model)
     variables = {name: depth.rename(name)}
     if error is not None:
