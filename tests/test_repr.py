@@ -124,3 +124,10 @@ def test_summary_repr_is_one_short_line(cls, distributed, tmp_path):
                                 rf"\(\d+ ({kind}|stored)\), [\d.,]+ (bytes|KiB|MiB)>", text), text
         pretty = pytest.importorskip("IPython.lib.pretty")
         assert pretty.pretty(summary) == text
+    # scikit-learn's table of fitted attributes cuts values to 30 characters: the summary's
+    # row holds a description that fits, not a cut repr
+    html = model._repr_html_()
+    row = html[html.index(">summary_<"):]
+    row = row[:row.index("</tr>")]
+    assert f"n={x.shape[0]:,}, m=30</td>" in row, row
+    assert "..." not in row and "DepthSummary(" not in row

@@ -362,6 +362,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             return head + self._summary_html() + tail
         return diagram + self._summary_html()
 
+    def _get_fitted_attr_html(self, doc_link: str = "") -> Any:
+        # scikit-learn's table of fitted attributes cuts each value's repr to 30 characters,
+        # which left a fragment such as "DepthSummary(...200)], n=1000)": the summary is
+        # shown by a description that fits instead.
+        attrs = super()._get_fitted_attr_html(doc_link)
+        entry = attrs.get("summary_") if hasattr(attrs, "get") else None
+        summary = self.__dict__.get("summary_")
+        if isinstance(entry, dict) and "value" in entry and summary is not None:
+            entry["value"] = _Brief(summary)
+        return attrs
+
     def _repr_html_inner(self) -> str:
         return self._with_summary(super()._repr_html_inner())
 
@@ -370,6 +381,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         if "text/html" in output:  # only when scikit-learn's display is 'diagram'
             output["text/html"] = self._with_summary(output["text/html"])
         return output
+
+
+class _Brief:
+    """A fitted summary in at most 30 characters: ``n=1,000,000, m=4,000`` (rows, directions)."""
+
+    def __init__(self, summary: Any) -> None:
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        m = int(self.summary.directions.shape[0])
+        return f"n={int(self.summary.n):,}, m={m:,}"
 
 
 #: How the display names each depth (``_depth_kind``).
