@@ -286,10 +286,12 @@ def test_pandas_object_columns_of_numbers(x):
 
 
 def test_pandas_text_columns_refused(x):
-    frame = pd.DataFrame(x, columns=["a", "b", "c"]).astype({"c": object})
-    frame.loc[7, "c"] = "n/a"
+    frame = pd.DataFrame(x, columns=["a", "b", "c"], index=np.arange(300) + 1000)
+    frame = frame.astype({"c": object})
+    frame.loc[1207, "c"] = "n/a"
     with pytest.raises(TypeError, match=r"columns that are not real numbers: 'c' \(object, "
-                                        r"holds str 'n/a' at row 7\).*encode them as numbers"):
+                                        r"holds str 'n/a' at index 1207\).*encode them as "
+                                        r"numbers"):
         daskdepth.AIIRW().fit(frame)
     strings = pd.DataFrame(x, columns=["a", "b", "c"]).astype({"c": str})
     with pytest.raises(TypeError, match=r"not real numbers: 'c' \(str"):
@@ -300,7 +302,7 @@ def test_pandas_text_columns_refused(x):
             pd.DataFrame(x, columns=["a", "b", "c"]).astype({"b": object}), npartitions=2))
     with dask.config.set({"dataframe.convert-string": False}):
         lazy = dd.from_pandas(frame, npartitions=2)
-        with pytest.raises(TypeError, match=r"'c' \(object, holds str 'n/a'"):
+        with pytest.raises(TypeError, match=r"'c' \(object, holds str 'n/a' at index 1207\)"):
             daskdepth.AIIRW(n_directions=10).fit(lazy)
 
 

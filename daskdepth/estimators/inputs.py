@@ -386,17 +386,24 @@ columns as numbers (text that spells numbers, e.g. '1.5', converts with X.astype
                         "real numbers within float64's range: rescale that column") from None
 
 
-def _frame_dtype_problem(dtype: Any, values: Any = None) -> str | None:
-    """Why a DataFrame column is not real numbers (None when it is)."""
+def _frame_dtype_problem(dtype: Any, column: pd.Series | None = None) -> str | None:
+    """Why a DataFrame column is not real numbers (None when it is); the row is named by its
+    index label, which a dask partition shares with the whole frame."""
     if getattr(dtype, "kind", "O") in "biuf":  # NumPy's or pandas' nullable dtypes
         return None
     if isinstance(dtype, np.dtype) and dtype.kind == "O":
-        bad = None if values is None else _non_number(np.asarray(values, dtype=object))
+        bad = None if column is None else _non_number(column.to_numpy(dtype=object))
         if bad is None:
             return None
         shown = repr(bad[1]) if len(repr(bad[1])) <= 20 else repr(bad[1])[:17] + "..."
-        return f"object, holds {type(bad[1]).__name__} {shown} at row {bad[0][0]}"
+        return (f"object, holds {type(bad[1]).__name__} {shown} at index "
+                f"{_label(column.index[bad[0][0]])!r}")
     return str(dtype)
+
+
+def _label(value: Any) -> Any:
+    """An index label as Python shows it (``7``, not ``np.int64(7)``)."""
+    return value.item() if isinstance(value, np.generic) else value
 
 
 def _refuse_columns(bad: list[tuple[Any, str]], what: str, hint: str = "") -> None:
@@ -421,7 +428,7 @@ def _frame_values(frame: pd.DataFrame, what: str) -> np.ndarray:
     bad, columns = [], []
     for j, (name, dtype) in enumerate(zip(frame.columns, dtypes, strict=True)):
         column = frame.iloc[:, j]
-        problem = _frame_dtype_problem(dtype, column.to_numpy())
+        problem = _frame_dtype_problem(dtype, column)
         if problem is not None:
             bad.append((name, problem))
         elif not bad:

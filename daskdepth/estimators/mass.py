@@ -59,7 +59,9 @@ class HalfspaceMass(DepthDetector):
         ``lambda``: split points are uniform in ``[mid - scope * range / 2,
         mid + scope * range / 2]`` of the subsample's projections.  Above 1
         they may fall beyond the subsample, which extends the mass's
-        variation (and its concave region) beyond the data.
+        variation (and its concave region) beyond the data.  At most 100:
+        only about one split point in ``scope`` falls within the subsample,
+        so beyond that every score tends to 1.
     contamination : float in (0, 0.5], default=0.1
         Expected share of outliers; sets ``offset_``.
     random_state : int, RandomState or None, default=None
