@@ -306,6 +306,18 @@ def test_pandas_text_columns_refused(x):
             daskdepth.AIIRW(n_directions=10).fit(lazy)
 
 
+def test_pandas_boolean_and_number_columns(x):
+    # NumPy dtypes that to_numpy() would mix into object (bool with float): column by column
+    frame = pd.DataFrame({"a": x[:, 0], "flag": x[:, 1] > 0, "n": np.arange(300)})
+    plain = frame.astype(float)
+    _, want = _reference_depths(plain)
+    for data in (frame, frame.astype({"flag": "boolean"}), dd.from_pandas(frame, npartitions=2)):
+        model = daskdepth.AIIRW(n_directions=10, random_state=0).fit(data)
+        got = model.score_samples(data)
+        got = got.compute() if hasattr(got, "compute") else got
+        np.testing.assert_array_equal(got.to_numpy(), want)
+
+
 def test_nullable_wide_integers_warn(x):
     ids = pd.DataFrame({"id": pd.array([2**62 + i for i in range(300)], dtype="Int64"),
                         "v": x[:, 0]})

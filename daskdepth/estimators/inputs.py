@@ -422,9 +422,14 @@ def _frame_values(frame: pd.DataFrame, what: str) -> np.ndarray:
     scikit-learn converts them.
     """
     dtypes = list(frame.dtypes)
+    if not dtypes:
+        return np.empty((len(frame), 0))
     if all(isinstance(t, np.dtype) and t.kind in "biuf" for t in dtypes):
-        # NumPy's own dtypes: kept (64-bit integers are checked for float64's precision)
-        return frame.to_numpy() if dtypes else np.empty((len(frame), 0))
+        # NumPy's own dtypes: kept (64-bit integers are checked for float64's precision),
+        # unless mixing them gives object (booleans with numbers): then column by column.
+        values = frame.to_numpy()
+        if values.dtype.kind in "biuf":
+            return values
     bad, columns = [], []
     for j, (name, dtype) in enumerate(zip(frame.columns, dtypes, strict=True)):
         column = frame.iloc[:, j]
