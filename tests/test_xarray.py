@@ -253,6 +253,15 @@ def test_score_reads_the_orientation_and_keeps_coordinates():
     few = unnamed.isel(pixel=slice(0, 4))
     with_ref = daskdepth.score(few, unnamed, n_directions=30, random_state=0, sample_dim="pixel")
     np.testing.assert_array_equal(with_ref.values, out.values[:4])
+    # a NumPy reference with a features-first DataArray to score, and the other way round
+    # (names on one side only warn, as in scikit-learn)
+    with pytest.warns(UserWarning, match="X has feature names, but AIIRW was fitted without"):
+        mixed = daskdepth.score(few, x, n_directions=30, random_state=0, sample_dim="pixel")
+    np.testing.assert_array_equal(mixed.values, out.values[:4])
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        back = daskdepth.score(x[:4], unnamed, n_directions=30, random_state=0,
+                               sample_dim="pixel")
+    np.testing.assert_array_equal(back, out.values[:4])
 
 
 def test_dask_backed_features_first_stays_lazy():

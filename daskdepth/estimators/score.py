@@ -25,6 +25,11 @@ def _n_features(x: Any) -> int | None:
         return None
 
 
+def _first_dim(x: Any) -> Any:
+    """The sample dimension of a DataArray oriented by :func:`samples_first` (None otherwise)."""
+    return x.dims[0] if isinstance(x, xr.DataArray) and x.ndim == 2 else None
+
+
 def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
           n_directions: int | str | None = None, covariance: object = "sample",
           tol: float = 1e-4, random_state: Any = None, nan_policy: str = "raise",
@@ -121,8 +126,9 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw",
     model = make_estimator(depth, n_directions=n_directions, covariance=covariance, tol=tol,
                            random_state=random_state, nan_policy=nan_policy,
                            support_fraction=support_fraction, **options)
-    model.fit(X if reference is None else reference, sample_dim=sample_dim)
-    result = model.score_samples(X, sample_dim=sample_dim)
+    fitted_on = X if reference is None else reference
+    model.fit(fitted_on, sample_dim=_first_dim(fitted_on))
+    result = model.score_samples(X, sample_dim=_first_dim(X))
     if contamination is None:
         return result
     outlier = result < model.offset_
