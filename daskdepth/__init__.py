@@ -6,10 +6,9 @@
 (200,)
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+# No ``from __future__ import annotations`` here: it would bind ``annotations`` in the
+# package's namespace.  Helpers are imported under private names for the same reason.
+import importlib as _importlib
 
 from ._version import __version__
 from .errors import (
@@ -29,6 +28,7 @@ _LAZY = {
     "Halfspace": ("daskdepth.estimators", "Halfspace"),
     "HalfspaceMass": ("daskdepth.estimators", "HalfspaceMass"),
     "score": ("daskdepth.estimators", "score"),
+    "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
@@ -36,18 +36,19 @@ _LAZY = {
 
 __all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FitTooLargeError",
            "FrameWarning", "Halfspace", "HalfspaceMass",
-           "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load", "score",
-           "score_dataset"]
+           "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load",
+           "outlier_auroc", "score", "score_dataset"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> object:
     if name not in _LAZY:
         raise AttributeError(f"module 'daskdepth' has no attribute {name!r}")
     module, attr = _LAZY[name]
-    value = getattr(importlib.import_module(module), attr)
+    value = getattr(_importlib.import_module(module), attr)
     globals()[name] = value  # later lookups skip this function
     return value
 
 
 def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
+    # The public names only (tab completion, dir()); submodules stay importable by name.
+    return sorted(__all__)

@@ -173,6 +173,11 @@ def depth_contours(
     points = np.tile(base, (gx.size, 1))
     points[:, fx] = gx.ravel()
     points[:, fy] = gy.ravel()
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:  # the grid in the model's named columns: no feature-names warning
+        import pandas as pd  # only for models fitted on named columns
+
+        points = pd.DataFrame(points, columns=list(names))
     depth = np.asarray(model.score_samples(points), dtype=np.float64).reshape(gx.shape)
 
     draw = ax.contourf if filled else ax.contour

@@ -140,12 +140,51 @@ def test_dataframes_with_text_columns_are_refused_by_name(gaussian):
         daskdepth.AIIRW().fit(dd.from_pandas(df["a"], npartitions=2))
 
 
-def test_pandas_dataframe_in_numpy_out(gaussian):
-    """As scikit-learn's detectors: a pandas DataFrame gives NumPy (names kept by the model)."""
-    df = pd.DataFrame(gaussian, columns=["a", "b", "c"])
-    model = _model(daskdepth.AIIRW).fit(df)
-    out = model.score_samples(df)
-    assert type(out) is np.ndarray and list(model.feature_names_in_) == ["a", "b", "c"]
+@pytest.mark.parametrize("cls", MODELS)
+def test_pandas_dataframe_in_series_out(cls, gaussian):
+    """A pandas DataFrame gives pandas Series with its index, as a dask DataFrame gives dask
+    Series (NumPy before issue 25's B5; ``.to_numpy()`` gives it back)."""
+    index = pd.Index(np.arange(gaussian.shape[0]) * 3 + 7, name="id")
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=index)
+    model = _model(cls).fit(df)
+    assert list(model.feature_names_in_) == ["a", "b", "c"]
+    ref = _model(cls).fit(gaussian)
+    for method, name in (("score_samples", "depth"), ("decision_function", "decision"),
+                         ("predict", "label")):
+        out = getattr(model, method)(df.iloc[::-1])
+        assert type(out) is pd.Series and out.name == name, method
+        assert out.index.equals(index[::-1])
+        np.testing.assert_array_equal(out.to_numpy(),
+                                      getattr(ref, method)(gaussian[::-1]))
+    labels = _model(cls).fit_predict(df)
+    assert type(labels) is pd.Series and labels.index.equals(index)
+    if cls in (daskdepth.AIIRW, daskdepth.IRW):  # standard errors of a mean over directions
+        depth, std = model.score_samples(df, return_std=True)
+        assert depth.index.equals(index) and std.index.equals(index) and std.name == "depth_std"
+
+
+@pytest.mark.parametrize("contamination", [None, 0.1])
+def test_score_return_types_per_call_form(gaussian, contamination):
+    """daskdepth.score: depth alone, or (depth, outlier) with contamination, in X's kind."""
+    index = pd.RangeIndex(1000, 1000 + gaussian.shape[0])
+    df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=index)
+    xa = _dataarray(gaussian)
+    forms = {"numpy": (gaussian, np.ndarray), "pandas": (df, pd.Series),
+             "dask": (chunked(gaussian, 700), da.Array),
+             "dask-dataframe": (dd.from_pandas(df, npartitions=3), dd.Series),
+             "xarray": (xa, xr.DataArray)}
+    for kind, (data, container) in forms.items():
+        out = daskdepth.score(data, random_state=0, n_directions=20, tol=1e-3,
+                              contamination=contamination)
+        parts = (out,) if contamination is None else out
+        assert isinstance(out, tuple) == (contamination is not None), kind
+        for part in parts:
+            assert isinstance(part, container), (kind, type(part))
+        if kind == "pandas":
+            assert all(p.index.equals(index) for p in parts)
+            assert parts[0].name == "depth" and parts[-1].name in ("depth", "outlier")
+        if kind == "xarray":
+            assert all(p.dims == ("time",) for p in parts)
 
 
 def _dataarray(x: np.ndarray) -> xr.DataArray:
@@ -473,3 +512,73 @@ def test_xarray_feature_coordinates_are_checked(gaussian):
         model.score_samples(xa.assign_coords(feature=["a", "b", "z"]))
     lazy = xa.chunk({"time": 500})
     np.testing.assert_array_equal(model.score_samples(lazy).values, model.score_samples(xa).values)
+
+
+# --------------------------------------------------------------------------- namespace
+
+
+def test_package_namespace_is_the_public_api():
+    """``import daskdepth`` shows its API only, not its imports (issue 25, B6)."""
+    fresh = daskdepth
+    for helper in ("Any", "annotations", "importlib"):
+        assert not hasattr(fresh, helper), helper
+    assert dir(fresh) == sorted(fresh.__all__)
+    for name in fresh.__all__:
+        assert getattr(fresh, name) is not None, name
+    assert "outlier_auroc" in fresh.__all__
+    with pytest.raises(AttributeError, match="no attribute 'Any'"):
+        fresh.Any  # noqa: B018
+
+
+# --------------------------------------------------------------------------- evaluation
+
+
+def _labelled(seed=0):
+    rng = np.random.default_rng(seed)
+    x = np.vstack([rng.normal(size=(300, 2)), rng.normal(size=(15, 2)) * 0.5 + [4.0, -4.0]])
+    return x, np.r_[np.zeros(300, int), np.ones(15, int)]  # 1 = anomaly
+
+
+def test_outlier_auroc_ranks_low_depth_as_anomalous():
+    """scoring='roc_auc' ranks central rows as positives (1 - AUROC); outlier_auroc does not
+    (issue 25, B9)."""
+    from sklearn.metrics import roc_auc_score
+    from sklearn.model_selection import StratifiedKFold, cross_val_score
+
+    x, y = _labelled()
+    model = _model(daskdepth.AIIRW).fit(x)
+    auc = daskdepth.outlier_auroc(model, x, y)
+    assert auc == roc_auc_score(y, -model.score_samples(x)) > 0.95
+    # the label conventions give the same value: 0/1, booleans, scikit-learn's -1/1, pandas
+    for labels in (y.astype(bool), 1 - 2 * y, y.astype(float), pd.Series(y)):
+        assert daskdepth.outlier_auroc(model, x, labels) == auc
+    # any input score_samples takes: dask and pandas (computed), DataArray
+    assert daskdepth.outlier_auroc(model, chunked(x, 100), y) == auc
+    frame_model = _model(daskdepth.AIIRW).fit(pd.DataFrame(x, columns=["a", "b"]))
+    assert daskdepth.outlier_auroc(frame_model, pd.DataFrame(x, columns=["a", "b"]), y) == auc
+    folds = StratifiedKFold(3, shuffle=True, random_state=0)
+    good = cross_val_score(_model(daskdepth.AIIRW), x, y, cv=folds,
+                           scoring=daskdepth.outlier_auroc)
+    inverted = cross_val_score(_model(daskdepth.AIIRW), x, y, cv=folds, scoring="roc_auc")
+    assert good.min() > 0.9 and inverted.max() < 0.1
+    np.testing.assert_allclose(good + inverted, 1)
+
+
+def test_outlier_auroc_refuses_unclear_labels_and_missing_depths():
+    x, y = _labelled()
+    model = _model(daskdepth.IRW).fit(x)
+    for labels, pattern in (
+            (np.where(y == 1, 2, 0), r"y must mark the anomalies.*y holds \[0, 2\]"),
+            (np.r_[y[:-1], -1], r"y holds \[-1, 0, 1\]"),
+            (np.zeros_like(y), r"one label only \(0 in all 315 rows\)"),
+            (np.ones_like(y), r"one label only"),
+            (np.r_[y[:-1], np.nan], r"NaN or inf labels"),
+            (np.array(["a"] * 315), r"dtype <U1"),
+            (y[-20:], r"20 labels but X has 315 rows")):
+        with pytest.raises(ValueError, match=pattern):
+            daskdepth.outlier_auroc(model, x, labels)
+    omit = _model(daskdepth.IRW, nan_policy="omit").fit(x)
+    holes = x.copy()
+    holes[[3, 9]] = np.nan
+    with pytest.raises(ValueError, match=r"2 rows of X have no depth .*rows \[3, 9\].*drop them"):
+        daskdepth.outlier_auroc(omit, holes, y)

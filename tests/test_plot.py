@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import subprocess
 import sys
+import warnings
 
 import numpy as np
 import pytest
@@ -118,6 +119,23 @@ def test_contours_use_feature_names(elongated):
     ax = _axes()
     depth_contours(named, frame, ax=ax, grid=20, colorbar=False)
     assert (ax.get_xlabel(), ax.get_ylabel()) == ("speed", "load")
+
+
+def test_plots_of_a_model_with_feature_names_do_not_warn(elongated):
+    # The contour grid is scored in the model's named columns (issue 25, B6): no
+    # scikit-learn "X does not have valid feature names" warning from the helper itself.
+    pd = pytest.importorskip("pandas")
+    power = elongated[:, 0] + np.random.default_rng(1).normal(size=elongated.shape[0])
+    frame = pd.DataFrame(np.c_[elongated, power], columns=["speed", "load", "power"])
+    named = daskdepth.AIIRW(random_state=0, n_directions=50).fit(frame)
+    depth = named.score_samples(frame)  # a Series, with the frame's index
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        depth_contours(named, frame, ax=_axes(), grid=10, colorbar=False)
+        depth_contours(named, frame, features=(2, 0), ax=_axes(), grid=10,
+                       colorbar=False)
+        depth_histogram(named, depth, ax=_axes())
+        depth_scatter(frame, depth, ax=_axes())
 
 
 def test_contours_accept_a_dask_array(model, elongated):

@@ -101,3 +101,33 @@ def test_pipeline_diagram_still_renders():
     pipe = make_pipeline(StandardScaler(), daskdepth.AIIRW(n_directions=5))
     html = pipe._repr_html_()
     assert "AIIRW" in html and "StandardScaler" in html
+
+
+@pytest.mark.parametrize("cls, distributed", [(daskdepth.AIIRW, False), (daskdepth.IRW, True),
+                                              (daskdepth.HalfspaceMass, False)])
+def test_summary_repr_is_one_short_line(cls, distributed, tmp_path):
+    """The fitted summary's display (``model.summary_`` in a notebook) is a readable line, not
+    every array cut to a tail such as ``...], n=1000000)`` (issue 25, B6)."""
+    x = gaussian_data(DISTRIBUTED_ROWS if distributed else 1000, 2, seed=3)
+    with dask.config.set(scheduler="sync"):
+        model = cls(n_directions=30, random_state=0).fit(chunked(x, 20_000) if distributed else x)
+    for summary in (model.summary_, daskdepth.load(model.save(tmp_path / "m.zarr")).summary_):
+        text = repr(summary)
+        assert "\n" not in text and len(text) < 120, text
+        n = f"{x.shape[0]:,}"
+        if cls is daskdepth.HalfspaceMass:
+            assert re.fullmatch(rf"<MassSummary: n={n} rows, d=2, 30 half-spaces, "
+                                r"[\d.,]+ (bytes|KiB|MiB)>", text), text
+        else:
+            kind = "leaves" if distributed else "sorted"
+            assert re.fullmatch(rf"<DepthSummary: n={n} rows, d=2, 30 directions in \d+ blocks? "
+                                rf"\(\d+ ({kind}|stored)\), [\d.,]+ (bytes|KiB|MiB)>", text), text
+        pretty = pytest.importorskip("IPython.lib.pretty")
+        assert pretty.pretty(summary) == text
+    # scikit-learn's table of fitted attributes cuts values to 30 characters: the summary's
+    # row holds a description that fits, not a cut repr
+    html = model._repr_html_()
+    row = html[html.index(">summary_<"):]
+    row = row[:row.index("</tr>")]
+    assert f"n={x.shape[0]:,}, m=30</td>" in row, row
+    assert "..." not in row and "DepthSummary(" not in row

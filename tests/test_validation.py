@@ -6,7 +6,9 @@ import re
 import warnings
 
 import dask
+import dask.dataframe as dd
 import numpy as np
+import pandas as pd
 import pytest
 import xarray as xr
 from conftest import chunked, gaussian_data
@@ -163,17 +165,164 @@ def test_extreme_scale_error_names_the_scale(x, scale):
 # --------------------------------------------------------------------------- dtypes
 
 
-@pytest.mark.parametrize("dtype", [object, str, "U5", "S5"])
-def test_object_and_string_dtypes(x, dtype):
+@pytest.mark.parametrize("dtype", [str, "U5", "S5"])
+def test_string_dtypes(x, dtype):
     with pytest.raises(TypeError, match=r"dtype .*real numbers.*astype\(float\)"):
         daskdepth.AIIRW().fit(x.astype(dtype))
+
+
+def test_text_in_object_arrays_refused(x):
+    for text in ("1.5", b"1"):
+        obj = x.astype(object)
+        obj[4, 1] = text
+        with pytest.raises(TypeError, match=r"holds text \(b?'1(\.5)?' at row 4, column 1\)"):
+            daskdepth.AIIRW(n_directions=10).fit(obj)
 
 
 def test_string_dtype_in_dask_and_score(fitted, x):
     with pytest.raises(TypeError, match="real numbers"):
         daskdepth.AIIRW().fit(chunked(x.astype(str), 100))
-    with pytest.raises(TypeError, match="real numbers"):
-        fitted.score_samples(x.astype(object))
+    with pytest.raises(TypeError, match=r"holds text \('[-0-9.]+' at row 0, column 0\).*"
+                                        r"real numbers.*astype\(float\)"):
+        fitted.score_samples(x.astype(str).astype(object))
+
+
+# Object arrays and pandas' nullable columns holding numbers are converted as
+# scikit-learn's check_array converts them (issue 25, B3); text is still refused.
+
+
+def _reference_depths(x, **params):
+    model = daskdepth.AIIRW(n_directions=10, random_state=0, **params).fit(x)
+    return model, np.asarray(model.score_samples(x), dtype=np.float64)
+
+
+@pytest.mark.parametrize("kind", ["numpy", "dask"])
+def test_object_array_of_numbers_is_converted(x, kind):
+    ref = x.copy()
+    ref[:, 2] = np.round(10 * x[:, 2])
+    obj = ref.astype(object)
+    obj[1::2, 2] = [int(v) for v in ref[1::2, 2]]  # Python ints among the floats
+    _, want = _reference_depths(ref)
+    data = obj if kind == "numpy" else chunked(obj, 100)
+    model = daskdepth.AIIRW(n_directions=10, random_state=0).fit(data)
+    got = model.score_samples(data)
+    np.testing.assert_array_equal(np.asarray(got), want)
+
+
+def test_object_array_missing_values_are_nan(x):
+    obj = x.astype(object)
+    obj[3, 0], obj[7, 1], obj[9, 2] = None, pd.NA, np.nan
+    with pytest.raises(ValueError, match=r"3 rows with NaN or inf values \(rows \[3, 7, 9\]\)"):
+        daskdepth.AIIRW(n_directions=10).fit(obj)
+    model = daskdepth.AIIRW(n_directions=10, random_state=0, nan_policy="omit").fit(obj)
+    assert model.n_samples_fit_ == 297
+    depth = model.score_samples(obj)
+    assert np.isnan(depth[[3, 7, 9]]).all() and np.isfinite(np.delete(depth, [3, 7, 9])).all()
+
+
+@pytest.mark.parametrize("value, shown", [({"foo": "bar"}, "dict"), ([1.0], "list"),
+                                          (1 + 2j, "complex")])
+def test_object_array_other_objects_refused(x, value, shown):
+    obj = x.astype(object)
+    obj[4, 1] = value
+    with pytest.raises(TypeError, match=rf"{shown} .*row 4, column 1.*real number"):
+        daskdepth.AIIRW(n_directions=10).fit(obj)
+
+
+def test_sklearn_object_check_message(x):
+    # scikit-learn's check_dtype_object expects this wording for a dict in an object array
+    obj = x.astype(object)
+    obj[0, 0] = {"foo": "bar"}
+    with pytest.raises(TypeError, match="argument must be .* string.* number"):
+        daskdepth.IRW(n_directions=5).fit(obj)
+
+
+def _nullable_frame(x, dtype, with_na):
+    frame = pd.DataFrame(x * 10 if dtype == "Int64" else x, columns=["a", "b", "c"],
+                         index=np.arange(x.shape[0]) + 100)
+    frame = frame.round().astype(dtype) if dtype == "Int64" else frame.astype(dtype)
+    if with_na:
+        frame.iloc[[5, 40], 1] = pd.NA
+    return frame
+
+
+@pytest.mark.parametrize("dtype", ["Float64", "Int64", "float64[pyarrow]"])
+@pytest.mark.parametrize("with_na", [False, True])
+@pytest.mark.parametrize("container", ["pandas", "dask"])
+def test_pandas_nullable_columns(x, dtype, with_na, container):
+    if dtype.endswith("[pyarrow]"):
+        pytest.importorskip("pyarrow")
+    frame = _nullable_frame(x, dtype, with_na)
+    plain = frame.astype("float64")  # pd.NA -> NaN
+    data = frame if container == "pandas" else dd.from_pandas(frame, npartitions=3)
+    if with_na:  # pd.NA counts as NaN: refused, naming the rows, unless omitted
+        with pytest.raises(ValueError, match=r"2 rows with NaN or inf values \(rows \[5, 40\]\)"):
+            daskdepth.AIIRW(n_directions=10).fit(frame)
+    params = {"nan_policy": "omit"} if with_na else {}
+    ref, want = _reference_depths(plain, **params)
+    model = daskdepth.AIIRW(n_directions=10, random_state=0, **params).fit(data)
+    assert model.n_samples_fit_ == x.shape[0] - 2 * with_na
+    np.testing.assert_array_equal(model.location_, ref.location_)
+    got = model.score_samples(data)
+    got = got.compute() if container == "dask" else got
+    assert list(got.index) == list(frame.index)
+    np.testing.assert_array_equal(got.to_numpy(), want)
+    assert list(model.feature_names_in_) == ["a", "b", "c"]
+
+
+def test_pandas_object_columns_of_numbers(x):
+    frame = pd.DataFrame(x, columns=["a", "b", "c"])
+    mixed = frame.astype({"b": object})
+    mixed.loc[3, "b"] = None
+    _, want = _reference_depths(frame.astype({"b": float}).assign(
+        b=lambda f: f.b.where(f.index != 3)), nan_policy="omit")
+    model = daskdepth.AIIRW(n_directions=10, random_state=0, nan_policy="omit").fit(mixed)
+    np.testing.assert_array_equal(model.score_samples(mixed).to_numpy(), want)
+    with dask.config.set({"dataframe.convert-string": False}):
+        lazy = dd.from_pandas(mixed, npartitions=2)
+        assert lazy.dtypes["b"].kind == "O"
+        got = daskdepth.AIIRW(n_directions=10, random_state=0, nan_policy="omit").fit(lazy)
+        np.testing.assert_array_equal(got.score_samples(lazy).compute().to_numpy(), want)
+
+
+def test_pandas_text_columns_refused(x):
+    frame = pd.DataFrame(x, columns=["a", "b", "c"], index=np.arange(300) + 1000)
+    frame = frame.astype({"c": object})
+    frame.loc[1207, "c"] = "n/a"
+    with pytest.raises(TypeError, match=r"columns that are not real numbers: 'c' \(object, "
+                                        r"holds str 'n/a' at index 1207\).*encode them as "
+                                        r"numbers"):
+        daskdepth.AIIRW().fit(frame)
+    strings = pd.DataFrame(x, columns=["a", "b", "c"]).astype({"c": str})
+    with pytest.raises(TypeError, match=r"not real numbers: 'c' \(str"):
+        daskdepth.AIIRW().fit(strings)
+    # dask turns object columns into text by default: the message says so
+    with pytest.raises(TypeError, match=r"'b' \(string\).*convert-string"):
+        daskdepth.AIIRW().fit(dd.from_pandas(
+            pd.DataFrame(x, columns=["a", "b", "c"]).astype({"b": object}), npartitions=2))
+    with dask.config.set({"dataframe.convert-string": False}):
+        lazy = dd.from_pandas(frame, npartitions=2)
+        with pytest.raises(TypeError, match=r"'c' \(object, holds str 'n/a' at index 1207\)"):
+            daskdepth.AIIRW(n_directions=10).fit(lazy)
+
+
+def test_pandas_boolean_and_number_columns(x):
+    # NumPy dtypes that to_numpy() would mix into object (bool with float): column by column
+    frame = pd.DataFrame({"a": x[:, 0], "flag": x[:, 1] > 0, "n": np.arange(300)})
+    plain = frame.astype(float)
+    _, want = _reference_depths(plain)
+    for data in (frame, frame.astype({"flag": "boolean"}), dd.from_pandas(frame, npartitions=2)):
+        model = daskdepth.AIIRW(n_directions=10, random_state=0).fit(data)
+        got = model.score_samples(data)
+        got = got.compute() if hasattr(got, "compute") else got
+        np.testing.assert_array_equal(got.to_numpy(), want)
+
+
+def test_nullable_wide_integers_warn(x):
+    ids = pd.DataFrame({"id": pd.array([2**62 + i for i in range(300)], dtype="Int64"),
+                        "v": x[:, 0]})
+    with pytest.warns(UserWarning, match=r"beyond 2\*\*53"):
+        daskdepth.IRW(n_directions=5, random_state=0).fit(ids)
 
 
 @pytest.mark.parametrize("kind", ["numpy", "dask"])
@@ -269,6 +418,12 @@ INVALID = [
     ({"subsample_size": 8.0}, r"'subsample_size' parameter .* Got 8\.0 instead"),
     ({"scope": 0}, r"'scope' parameter .* Got 0 instead; split points"),
     ({"scope": True}, r"'scope' parameter of \w+ must be a number, not a bool"),
+    # beyond 100 almost no split point falls within the data: every score tends to 1 (1e308
+    # overflowed to all scores exactly 1.0; issue 25, B6)
+    ({"scope": 1e308}, r"'scope' parameter .* range \(0\.0, 100\.0\]\. Got 1e\+308 instead;.*"
+                       r"every score near 1: use the default 0\.5"),
+    ({"scope": float("inf")}, r"'scope' parameter .* Got inf instead"),
+    ({"scope": 101}, r"'scope' parameter .* Got 101 instead"),
 ]
 
 
@@ -491,3 +646,29 @@ def test_masked_integer_arrays(x):
     xi.mask[0, 0] = True
     model = daskdepth.IRW(n_directions=20, random_state=0, nan_policy="omit").fit(xi)
     assert model.n_samples_fit_ == 299
+
+
+def test_largest_scope_still_splits_the_data(x):
+    model = daskdepth.HalfspaceMass(scope=100, random_state=0).fit(x)
+    assert np.ptp(model.score_samples(x)) > 0
+
+
+@pytest.mark.parametrize("columns", [["a", 1, "c"], [0, "b", 2.5]])
+def test_mixed_type_column_names_are_refused_as_scikit_learn(x, columns):
+    """As scikit-learn: names of mixed types raise (issue 25, B6)."""
+    frame = pd.DataFrame(x, columns=columns)
+    for cls in MODELS:
+        with pytest.raises(TypeError, match=r"Feature names are only supported if all input "
+                                            r"features have string names.*astype\(str\)"):
+            cls(n_directions=5).fit(frame)
+    fitted = daskdepth.IRW(n_directions=5, random_state=0).fit(x)
+    with pytest.raises(TypeError, match="string names"):
+        fitted.score_samples(frame)
+    with pytest.raises(TypeError, match="string names"):
+        daskdepth.IRW(n_directions=5).fit(dd.from_pandas(frame, npartitions=2))
+    with pytest.raises(TypeError, match="string names"):
+        daskdepth.IRW(n_directions=5).fit(xr.DataArray(
+            x, dims=("sample", "feature"), coords={"feature": np.array(columns, dtype=object)}))
+    # all strings, or none: kept as names, or no names (as before)
+    assert daskdepth.IRW(n_directions=5).fit(pd.DataFrame(x, columns=[0, 1, 2])).__dict__.get(
+        "feature_names_in_") is None

@@ -169,3 +169,114 @@ def test_valid_range_covers_in_sample_depths():
     depth = out["depth"].values
     assert depth.max() > 0.5
     assert low <= depth.min() and depth.max() <= high
+
+
+# --------------------------------------------------------------------------- orientation
+# Which dimension of a DataArray holds the samples (issue 25, B4): sample_dim=, else the
+# dimension names 'sample' / 'feature', else the first -- refused where the shape says
+# otherwise.
+
+
+def _features_first(names=("feature", "sample"), n=500, d=3, chunks=None):
+    x = _dataset(n, d)["X"].values
+    data = da.from_array(x.T, chunks=(d, chunks)) if chunks else x.T
+    return x, xr.DataArray(data, dims=names,
+                           coords={names[0]: [f"f{i}" for i in range(d)],
+                                   names[1]: np.arange(n) * 60,
+                                   "site": (names[1], np.arange(n) % 4)})
+
+
+@pytest.mark.parametrize("cls", [daskdepth.AIIRW, daskdepth.HalfspaceMass])
+def test_dims_named_feature_sample_are_read_by_name(cls, recwarn):
+    x, xa = _features_first()
+    model = cls(n_directions=30, random_state=0).fit(xa)
+    assert model.n_features_in_ == 3 and model.n_samples_fit_ == 500
+    assert list(model.feature_names_in_) == ["f0", "f1", "f2"]
+    assert not [w for w in recwarn if issubclass(w.category, daskdepth.CovarianceRankWarning)]
+    out = model.score_samples(xa)
+    assert isinstance(out, xr.DataArray) and out.dims == ("sample",)
+    np.testing.assert_array_equal(out["sample"].values, xa["sample"].values)
+    np.testing.assert_array_equal(out["site"].values, xa["site"].values)
+    plain = cls(n_directions=30, random_state=0).fit(x)
+    np.testing.assert_array_equal(out.values, plain.score_samples(x))
+    assert model.predict(xa).dims == ("sample",)
+    # the other name alone is enough: ('feature', 'time') and ('time', 'feature')
+    renamed = xa.rename(sample="time")
+    np.testing.assert_array_equal(model.score_samples(renamed).values, out.values)
+    np.testing.assert_array_equal(model.score_samples(renamed.T).values, out.values)
+
+
+def test_ambiguous_orientation_is_refused_and_sample_dim_decides():
+    x, xa = _features_first(("band", "pixel"))
+    with pytest.raises(ValueError, match=r"dimensions \('band', 'pixel'\) of shape \(3, 500\).*"
+                                         r"ambiguous.*sample_dim='pixel'"):
+        daskdepth.AIIRW(random_state=0).fit(xa)
+    model = daskdepth.AIIRW(n_directions=30, random_state=0).fit(xa, sample_dim="pixel")
+    assert model.n_features_in_ == 3
+    # scoring: the model's 3 features lie along 'band', so the first dimension is not samples
+    for method in ("score_samples", "decision_function", "predict"):
+        with pytest.raises(ValueError, match=r"3 features run along 'band'.*sample_dim='pixel'"):
+            getattr(model, method)(xa)
+    out = model.score_samples(xa, sample_dim="pixel")
+    assert out.dims == ("pixel",)
+    np.testing.assert_array_equal(
+        out.values, daskdepth.AIIRW(n_directions=30, random_state=0).fit(x).score_samples(x))
+    assert model.fit_predict(xa, sample_dim="pixel").dims == ("pixel",)
+    # a few rows along the first dimension, with the model's features along the second: fine
+    few = xr.DataArray(x[:2], dims=("band", "pixel"), coords={"pixel": ["f0", "f1", "f2"]})
+    assert model.score_samples(few).dims == ("band",)
+
+
+def test_sample_dim_errors():
+    x, xa = _features_first()
+    with pytest.raises(ValueError, match=r"no dimension 'time'.*sample_dim="):
+        daskdepth.AIIRW().fit(xa, sample_dim="time")
+    with pytest.raises(TypeError, match=r"sample_dim='sample' applies to an xarray.DataArray"):
+        daskdepth.AIIRW().fit(x, sample_dim="sample")
+
+
+def test_score_reads_the_orientation_and_keeps_coordinates():
+    x, xa = _features_first()
+    out = daskdepth.score(xa, n_directions=30, random_state=0)
+    assert out.dims == ("sample",) and out.name == "depth"
+    np.testing.assert_array_equal(out["site"].values, xa["site"].values)
+    np.testing.assert_array_equal(out.values,
+                                  daskdepth.score(x, n_directions=30, random_state=0))
+    _, unnamed = _features_first(("band", "pixel"))
+    with pytest.raises(ValueError, match="sample_dim='pixel'"):
+        daskdepth.score(unnamed)
+    depth, outlier = daskdepth.score(unnamed, n_directions=30, random_state=0,
+                                     sample_dim="pixel", contamination=0.1)
+    assert depth.dims == outlier.dims == ("pixel",) and outlier.name == "outlier"
+    np.testing.assert_array_equal(depth.values, out.values)
+    # a reference and points to score, both features-first
+    few = unnamed.isel(pixel=slice(0, 4))
+    with_ref = daskdepth.score(few, unnamed, n_directions=30, random_state=0, sample_dim="pixel")
+    np.testing.assert_array_equal(with_ref.values, out.values[:4])
+    # a NumPy reference with a features-first DataArray to score, and the other way round
+    # (names on one side only warn, as in scikit-learn)
+    with pytest.warns(UserWarning, match="X has feature names, but AIIRW was fitted without"):
+        mixed = daskdepth.score(few, x, n_directions=30, random_state=0, sample_dim="pixel")
+    np.testing.assert_array_equal(mixed.values, out.values[:4])
+    with pytest.warns(UserWarning, match="X does not have valid feature names"):
+        back = daskdepth.score(x[:4], unnamed, n_directions=30, random_state=0,
+                               sample_dim="pixel")
+    np.testing.assert_array_equal(back, out.values[:4])
+
+
+def test_dask_backed_features_first_stays_lazy():
+    x, xa = _features_first(chunks=100)
+    model = daskdepth.AIIRW(n_directions=30, random_state=0).fit(xa)
+    out = model.score_samples(xa)
+    assert isinstance(out.data, da.Array) and out.dims == ("sample",)
+    np.testing.assert_array_equal(
+        out.values, daskdepth.AIIRW(n_directions=30, random_state=0).fit(x).score_samples(x))
+
+
+def test_score_dataset_reads_the_orientation_by_name():
+    ds = _dataset()
+    flipped = ds.rename(time="sample").transpose("feature", "sample")
+    out = daskdepth.score_dataset(flipped, "X", random_state=0)
+    base = daskdepth.score_dataset(ds, "X", random_state=0)
+    assert out["depth"].dims == ("sample",)
+    np.testing.assert_array_equal(out["depth"].values, base["depth"].values)

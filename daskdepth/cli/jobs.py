@@ -172,7 +172,8 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> floa
     label = f"fitting {model._depth_kind.upper()}"
     ui.status(f"{label} on {source.describe()}")
     with runner.progress(label):
-        model.fit(source.data)
+        # The input's orientation is decided when it is opened (--sample-dim, or a warning)
+        model.fit(source.data, sample_dim=source.sample_dim)
     elapsed = time.time() - start
     ui.status(f"fitted in {elapsed:.1f} s: {model.n_directions_} directions, certified error "
               f"bound {model.error_bound_:.3g}, {model.n_passes_ + 1} pass(es) over the data")

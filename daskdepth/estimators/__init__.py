@@ -2,10 +2,11 @@
 
 from .base import DepthDetector
 from .depths import AIIRW, IRW, Halfspace
+from .evaluation import outlier_auroc
 from .mass import HalfspaceMass
 from .params import check_param
 from .registry import DEPTHS, ESTIMATORS, make_estimator
 from .score import score
 
 __all__ = ["AIIRW", "DEPTHS", "ESTIMATORS", "IRW", "DepthDetector", "Halfspace",
-           "HalfspaceMass", "check_param", "make_estimator", "score"]
+           "HalfspaceMass", "check_param", "make_estimator", "outlier_auroc", "score"]

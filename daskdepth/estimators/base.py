@@ -56,8 +56,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         for name, constraints in self._parameter_constraints.items():
             check_param(name, getattr(self, name), type(self).__name__, constraints)
 
-    def _fit(self, X: Any) -> Input:
-        data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy)
+    def _fit(self, X: Any, sample_dim: Any = None) -> Input:
+        data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy,
+                        sample_dim=sample_dim)
         try:
             self._fit_model(data)
         except ValueError as exc:
@@ -108,31 +109,39 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         self._train_token = data.content_token if known else None
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit(self, X: Any, y: Any = None) -> DepthDetector:
+    def fit(self, X: Any, y: Any = None, *, sample_dim: Any = None) -> DepthDetector:
         """Fit the depth on the reference rows ``X``.
 
         Parameters
         ----------
-        X : array-like, dask array or xarray.DataArray of shape (n_samples, n_features)
-            Reference data.  Dask arrays are processed chunk by chunk.
+        X : array-like, pandas or dask DataFrame, dask array or xarray.DataArray
+            Reference data of shape (n_samples, n_features).  Dask arrays are
+            processed chunk by chunk.  pandas' nullable columns and object
+            columns of numbers are converted to float64 (``pd.NA`` as NaN).
         y : ignored
+        sample_dim : str, optional
+            DataArray only: the dimension that holds the samples.  By default
+            the one named ``'sample'``, else the one not named ``'feature'``,
+            else the first; an orientation the names leave open and the shape
+            contradicts (fewer samples than features) is refused.
 
         Returns
         -------
         self
         """
-        self._fit(X)
+        self._fit(X, sample_dim)
         self.offset_ = float(np.percentile(self._sample_depth, 100 * self.contamination))
         return self
 
     # ---------------------------------------------------------------- scoring
 
-    def _check_input(self, X: Any) -> Input:
+    def _check_input(self, X: Any, sample_dim: Any = None) -> Input:
         check_is_fitted(self, "summary_")
         fitted = getattr(self, "feature_names_in_", None)
         data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False,
                         check_names=lambda names: check_feature_names(fitted, names,
-                                                                      type(self).__name__))
+                                                                      type(self).__name__),
+                        sample_dim=sample_dim, n_features=self.n_features_in_)
         if data.n_features != self.n_features_in_:
             raise ValueError(
                 f"X has {data.n_features} features, but {type(self).__name__} is expecting "
@@ -168,18 +177,21 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             return None
         return depth if data.content_token == token else None
 
-    def score_samples(self, X: Any, return_std: bool = False) -> Any:
+    def score_samples(self, X: Any, return_std: bool = False, *, sample_dim: Any = None) -> Any:
         """Depth of each row of ``X``; higher is more central.
 
         In [0, 1/2] for points not tied with reference rows (a reference row
         counts on both sides of itself: in-sample depth is at most (n + 1) / 2n,
         plus half the share of rows it is tied with).
 
-        NumPy (or pandas) in gives NumPy out, a dask array gives a lazy dask
-        array with the same row chunks, a dask DataFrame a lazy dask Series
-        aligned with its index, and a DataArray gives a DataArray over its
-        first dimension with that dimension's coordinates.  Rows with NaN or inf raise under
-        ``nan_policy='raise'`` and get NaN under ``'omit'``.
+        NumPy in gives NumPy out; a pandas DataFrame gives a pandas Series
+        with the DataFrame's index (earlier versions gave NumPy, which
+        ``.to_numpy()`` gives back); a dask array gives a lazy dask array with the same
+        row chunks, a dask DataFrame a lazy dask Series aligned with its index,
+        and a DataArray gives a DataArray over its sample dimension with that
+        dimension's coordinates.  Rows with NaN or inf raise under
+        ``nan_policy='raise'`` and get NaN under ``'omit'``.  The other
+        scoring methods give their results back alike.
 
         The training rows of an in-memory fit are not scored again: their
         depths were counted while fitting (the same bits), and rows with the
@@ -191,6 +203,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         return_std : bool, default=False
             Also return each depth's Monte Carlo standard error over the
             directions (as scikit-learn's ``GaussianProcessRegressor.predict``).
+        sample_dim : str, optional
+            DataArray only: the dimension that holds the samples (as for
+            :meth:`fit`; a DataArray whose first dimension has the model's
+            feature count, and the second not, is refused unless given).
 
         Returns
         -------
@@ -214,41 +230,41 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         >>> bool((std > 0).all() and (std < 0.02).all())
         True
         """
-        data = self._check_input(X)
+        data = self._check_input(X, sample_dim)
         if not return_std:
             return data.wrap(self._score(data))
         depth, std = self._score(data, std=True)
-        if data.kind == "numpy" or (data.kind == "xarray" and data.original.chunks is None):
+        if data.in_memory:
             # one computation for both (wrapping each would score the rows twice)
             with keep_placement():
                 computed = dask.compute(depth, std)
             depth, std = (da.from_array(a, chunks=depth.chunks) for a in computed)
         return data.wrap(depth), data.wrap(std, name="depth_std")
 
-    def decision_function(self, X: Any) -> Any:
+    def decision_function(self, X: Any, *, sample_dim: Any = None) -> Any:
         """``score_samples(X) - offset_``: negative for outliers."""
-        data = self._check_input(X)
+        data = self._check_input(X, sample_dim)
         return data.wrap(self._score(data) - self.offset_, name="decision")
 
-    def predict(self, X: Any) -> Any:
+    def predict(self, X: Any, *, sample_dim: Any = None) -> Any:
         """-1 for outliers (depth below ``offset_``), 1 for inliers.
 
         Rows with NaN or inf under ``nan_policy='omit'`` get 0 (not scored).
         """
-        data = self._check_input(X)
+        data = self._check_input(X, sample_dim)
         return data.wrap(_labels(self._score(data) - self.offset_), name="label")
 
     @_fit_context(prefer_skip_nested_validation=True)
-    def fit_predict(self, X: Any, y: Any = None) -> Any:
+    def fit_predict(self, X: Any, y: Any = None, *, sample_dim: Any = None) -> Any:
         """Fit on ``X`` and label its rows, scoring the training rows only once.
 
         ``offset_`` is the exact ``contamination`` quantile of the training depths
         for in-memory input, and that quantile over a bounded row sample of the
         (persisted) depths for dask input.
         """
-        data = self._fit(X)
+        data = self._fit(X, sample_dim)
         depth = self._score(data)
-        if data.kind == "numpy" or (data.kind == "xarray" and data.original.chunks is None):
+        if data.in_memory:
             with keep_placement():
                 values = np.asarray(depth.compute())
             self.offset_ = float(np.nanpercentile(values, 100 * self.contamination))
@@ -346,6 +362,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             return head + self._summary_html() + tail
         return diagram + self._summary_html()
 
+    def _get_fitted_attr_html(self, doc_link: str = "") -> Any:
+        # scikit-learn's table of fitted attributes cuts each value's repr to 30 characters,
+        # which left a fragment such as "DepthSummary(...200)], n=1000)": the summary is
+        # shown by a description that fits instead.
+        attrs = super()._get_fitted_attr_html(doc_link)
+        entry = attrs.get("summary_") if hasattr(attrs, "get") else None
+        summary = self.__dict__.get("summary_")
+        if isinstance(entry, dict) and "value" in entry and summary is not None:
+            entry["value"] = _Brief(summary)
+        return attrs
+
     def _repr_html_inner(self) -> str:
         return self._with_summary(super()._repr_html_inner())
 
@@ -354,6 +381,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         if "text/html" in output:  # only when scikit-learn's display is 'diagram'
             output["text/html"] = self._with_summary(output["text/html"])
         return output
+
+
+class _Brief:
+    """A fitted summary in at most 30 characters: ``n=1,000,000, m=4,000`` (rows, directions)."""
+
+    def __init__(self, summary: Any) -> None:
+        self.summary = summary
+
+    def __repr__(self) -> str:
+        m = int(self.summary.directions.shape[0])
+        return f"n={int(self.summary.n):,}, m={m:,}"
 
 
 #: How the display names each depth (``_depth_kind``).

@@ -59,7 +59,9 @@ class HalfspaceMass(DepthDetector):
         ``lambda``: split points are uniform in ``[mid - scope * range / 2,
         mid + scope * range / 2]`` of the subsample's projections.  Above 1
         they may fall beyond the subsample, which extends the mass's
-        variation (and its concave region) beyond the data.
+        variation (and its concave region) beyond the data.  At most 100:
+        only about one split point in ``scope`` falls within the subsample,
+        so beyond that every score tends to 1.
     contamination : float in (0, 0.5], default=0.1
         Expected share of outliers; sets ``offset_``.
     random_state : int, RandomState or None, default=None
@@ -170,12 +172,14 @@ class HalfspaceMass(DepthDetector):
                 ("subsample size (psi)", str(state["subsample_size_"])),
                 ("scope (lambda)", f"{state.get('scope')}")]
 
-    def score_samples(self, X: Any) -> Any:
+    def score_samples(self, X: Any, *, sample_dim: Any = None) -> Any:
         """Half-space mass of each row of ``X``: in [0, 1], higher is more central.
 
-        NumPy in gives NumPy out, dask in gives a lazy dask array with the same
-        row chunks, and a DataArray gives a DataArray over its first dimension
-        with that dimension's coordinates.  Rows with NaN or inf raise under
+        NumPy in gives NumPy out, a pandas DataFrame a pandas Series with its
+        index, dask in gives a lazy dask array with the same row chunks (a dask
+        DataFrame a dask Series), and a DataArray gives a DataArray over its
+        sample dimension (``sample_dim``, as for :meth:`fit`) with that
+        dimension's coordinates.  Rows with NaN or inf raise under
         ``nan_policy='raise'`` and get NaN under ``'omit'``.
         """
-        return super().score_samples(X)
+        return super().score_samples(X, sample_dim=sample_dim)

@@ -27,6 +27,11 @@ DEPTH_NAMES = ("ai-irw", "irw", "halfspace", "halfspace-mass")
 #: The values of AI-IRW's ``frame=``.
 FRAMES = ("correlation", "invariant")
 
+#: The largest half-space mass ``scope``: about one split point in ``scope`` falls within a
+#: subsample's range, so beyond this few of the half-spaces split the data and every score
+#: tends to 1 (at 1e6 all are exactly 1; 1e308 overflows to infinite split points).
+MAX_SCOPE = 100
+
 #: Every parameter of the estimators and of :func:`daskdepth.score`, declared once.
 CONSTRAINTS: dict[str, list[Any]] = {
     "n_directions": [Interval(Integral, 1, None, closed="left"), StrOptions({"auto"}), None],
@@ -34,7 +39,7 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "support_fraction": [Interval(Real, 0, 1, closed="right"), None],
     "affine_invariant": ["boolean"],
     "subsample_size": [Interval(Integral, 2, None, closed="left")],
-    "scope": [Interval(Real, 0, None, closed="neither")],
+    "scope": [Interval(Real, 0, MAX_SCOPE, closed="right")],
     "tol": [Interval(Real, 0, 0.5, closed="left")],
     "contamination": [Interval(Real, 0, 0.5, closed="right")],
     "random_state": ["random_state"],
@@ -61,7 +66,10 @@ HINTS = {
     "subsample_size": ("the number of rows of each half-space's subsample (psi in Chen et al., "
                        "2015), at least 2"),
     "scope": ("split points are drawn within scope times the subsample's projected range around "
-              "its middle (lambda in Chen et al., 2015): a positive number"),
+              f"its middle (lambda in Chen et al., 2015): a positive number up to {MAX_SCOPE}; "
+              "only about 1 in scope split points falls within the data, so a larger scope "
+              "leaves every score near 1: use the default 0.5, or 1 to 10 to extend the "
+              "mass beyond the data"),
     "depth": "depth must be one of " + ", ".join(repr(name) for name in DEPTH_NAMES),
     "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
               "'invariant' in an affine-equivariant frame (invariant at any m)"),

@@ -12,6 +12,7 @@ import numpy as np
 import xarray as xr
 
 from ..estimators import check_param, make_estimator
+from ..estimators.inputs import samples_first
 
 #: Human-readable names of the depth notions, for attributes.
 LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth",
@@ -23,21 +24,17 @@ LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth",
 VALID_RANGE = (0.0, 1.0)
 
 
-def _as_2d(data: Any, variable: str, sample_dim: str | None) -> xr.DataArray:
-    """``data`` as a 2-D DataArray with the sample dimension first."""
+def _as_2d(data: Any, variable: str, sample_dim: str | None,
+           n_features: int | None = None) -> xr.DataArray:
+    """``data`` as a 2-D DataArray with the sample dimension first (as the estimators read it:
+    :func:`~daskdepth.estimators.inputs.samples_first`)."""
     if not isinstance(data, xr.DataArray):
         raise TypeError(f"expected an xarray.DataArray for {variable!r}, got "
                         f"{type(data).__name__}")
     if data.ndim != 2:
         raise ValueError(f"variable {variable!r} has dimensions {data.dims}; depth needs two "
                          "(sample, feature)")
-    if sample_dim is not None:
-        if sample_dim not in data.dims:
-            raise ValueError(f"variable {variable!r} has no dimension {sample_dim!r} (it has "
-                             f"{data.dims})")
-        if data.dims[0] != sample_dim:
-            data = data.transpose(sample_dim, ...)
-    return data
+    return samples_first(data, sample_dim, f"variable {variable!r}", n_features=n_features)
 
 
 def model_attrs(model: Any) -> dict[str, Any]:
@@ -106,10 +103,11 @@ def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None
     standard error over the directions, with ``std``.  Lazy input gives lazy
     variables (both scored by the same tasks).
     """
+    sample_dim = data.dims[0]  # as the caller oriented it, not read again from the names
     if std:
-        depth, error = model.score_samples(data, return_std=True)
+        depth, error = model.score_samples(data, return_std=True, sample_dim=sample_dim)
     else:
-        depth, error = model.score_samples(data), None
+        depth, error = model.score_samples(data, sample_dim=sample_dim), None
     depth.attrs = model_attrs(model)
     variables = {name: depth.rename(name)}
     if error is not None:
@@ -168,7 +166,10 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         When given, a boolean ``outlier`` variable flags rows whose depth is
         below that quantile of the reference depths.
     sample_dim : str, optional
-        The sample dimension of ``variable`` when it is not the first.
+        The sample dimension of ``variable`` (and of ``reference``).  By
+        default the one named ``'sample'``, else the one not named
+        ``'feature'``, else the first; an orientation the names leave open and
+        the shape contradicts is refused, naming the ``sample_dim`` to pass.
     model : fitted daskdepth estimator, optional
         Score with this model instead of fitting one.
     name : str, default='depth'
@@ -211,8 +212,10 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
     if variable not in ds.data_vars:
         raise KeyError(f"the Dataset has no variable {variable!r} (variables: "
                        f"{', '.join(map(repr, ds.data_vars)) or 'none'})")
-    data = _as_2d(ds[variable], variable, sample_dim)
     if model is None:
+        ref = None if reference is None else _reference(reference, variable, sample_dim)
+        data = _as_2d(ds[variable], variable, sample_dim,
+                      n_features=None if ref is None else int(ref.shape[1]))
         params: dict[str, Any] = dict(
             n_directions=n_directions, covariance=covariance, tol=tol,
             random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction,
@@ -220,7 +223,9 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         if contamination is not None:
             params["contamination"] = contamination
         model = make_estimator(depth, **params)
-        model.fit(_reference(reference, data, variable, sample_dim))
+        model.fit(data if ref is None else ref)
+    else:
+        data = _as_2d(ds[variable], variable, sample_dim, n_features=model.n_features_in_)
     out = depth_dataset(model, data, contamination=contamination, name=name, attrs=ds.attrs,
                         std=std)
     out[name].attrs["source_variable"] = str(variable)
@@ -229,11 +234,8 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
     return out
 
 
-def _reference(reference: Any, data: xr.DataArray, variable: str,
-               sample_dim: str | None) -> xr.DataArray:
-    """The rows that define the depth: ``data`` itself, a Dataset's ``variable``, or a DataArray."""
-    if reference is None:
-        return data
+def _reference(reference: Any, variable: str, sample_dim: str | None) -> xr.DataArray:
+    """The rows that define the depth: a Dataset's ``variable``, or a DataArray."""
     if isinstance(reference, xr.Dataset):
         return _as_2d(reference[variable], variable, sample_dim)
     return _as_2d(reference, variable, sample_dim)

@@ -10,6 +10,7 @@ import numpy as np
 
 from .blocks import BlockHandle, is_handle
 from .leaves import BlockLeaves, _check_array, _check_int
+from .nbytes import describe_bytes
 from .rows import prepare_rows
 from .sorted import BlockSorted
 
@@ -55,6 +56,31 @@ class DepthSummary:
     @property
     def nbytes(self) -> int:
         return self.directions.nbytes + sum(b.nbytes for b in self.blocks)
+
+    def __repr__(self) -> str:
+        """A one-line description, from what is known without loading any block.
+
+        The dataclass's own repr printed every array and block: notebooks cut it
+        to an unreadable tail (``...], n=1000000)``).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> rows = np.array([[0.0], [1.0], [1.0], [3.0]])
+        >>> block, _ = BlockSorted.fit(np.ascontiguousarray(rows.T), np.array([[1.0]]), 0, 1)
+        >>> DepthSummary(np.zeros(1), np.ones((1, 1)), [block], 4)
+        <DepthSummary: n=4 rows, d=1, 1 direction in 1 block (1 sorted), 40 bytes>
+        """
+        m, d = (int(v) for v in self.directions.shape)
+        kinds: dict[str, int] = {}
+        for block in self.blocks:
+            kind = ("stored" if is_handle(block) else "sorted" if isinstance(block, BlockSorted)
+                    else "leaves" if isinstance(block, BlockLeaves) else type(block).__name__)
+            kinds[kind] = kinds.get(kind, 0) + 1
+        listed = ", ".join(f"{count} {kind}" for kind, count in kinds.items())
+        return (f"<DepthSummary: n={self.n:,} rows, d={d}, {m:,} direction{'s' * (m != 1)} in "
+                f"{len(self.blocks):,} block{'s' * (len(self.blocks) != 1)} ({listed}), "
+                f"{describe_bytes(self.nbytes)}>")
 
     def validate(self) -> None:
         """Refuse a summary this package could not have built (e.g. loaded from a file).

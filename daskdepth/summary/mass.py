@@ -8,6 +8,7 @@ import numpy as np
 
 from ..kernels.mass import mass_scores
 from .leaves import _check_array, _check_int
+from .nbytes import describe_bytes
 from .rows import prepare_rows
 
 
@@ -31,6 +32,19 @@ class MassSummary:
     @property
     def nbytes(self) -> int:
         return self.directions.nbytes + self.splits.nbytes + self.left.nbytes
+
+    def __repr__(self) -> str:
+        """One line (the dataclass's repr printed every array).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> MassSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3) / 2, 100)
+        <MassSummary: n=100 rows, d=2, 3 half-spaces, 96 bytes>
+        """
+        m, d = (int(v) for v in self.directions.shape)
+        return (f"<MassSummary: n={self.n:,} rows, d={d}, {m:,} half-space{'s' * (m != 1)}, "
+                f"{describe_bytes(self.nbytes)}>")
 
     def validate(self) -> None:
         """Refuse a summary this package could not have built (e.g. loaded from a file).

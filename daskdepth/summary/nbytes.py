@@ -47,3 +47,17 @@ class ArrayRecord:
 
     def __sizeof__(self) -> int:
         return fields_nbytes(self)
+
+
+def describe_bytes(nbytes: float) -> str:
+    """``1.5 MiB``: a byte count for a summary's one-line description.
+
+    Examples
+    --------
+    >>> describe_bytes(40), describe_bytes(3 * 2**20)
+    ('40 bytes', '3.0 MiB')
+    """
+    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if nbytes >= scale:
+            return f"{nbytes / scale:,.1f} {unit}"
+    return f"{int(nbytes)} bytes"
