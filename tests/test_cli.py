@@ -960,7 +960,7 @@ def test_progress_of_a_repeated_phase_does_not_restart():
     assert total >= 3 * 4  # the three passes' tasks add up
     lines = err.getvalue().splitlines()
     assert len(lines) == 2
-    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes", lines[0])
+    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes over the data", lines[0])
     assert re.fullmatch(r"  fitting: reweight done in \d+\.\d s", lines[1])
 
 

@@ -29,6 +29,7 @@ from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
 from ..io.outputs import write_dataset
 from ..io.xarray import depth_dataset, model_attrs
+from ..runtime.progress import passes_text
 from ..storage.atomic import SafeOutput, check_output, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
@@ -51,6 +52,14 @@ class ScoreResult(NamedTuple):
     seconds: float
     rows: int
     flagged: int | None  # rows flagged as outliers; None without --contamination
+    passes: str = ""  # the fit's passes over the data (:func:`fit`)
+
+
+class Fitted(NamedTuple):
+    """How long a fit took, and its passes over the data (the phases that read every row)."""
+
+    seconds: float
+    passes: str  # e.g. "3 passes over the data (moments 1, histogram 1, refine 1)"
 
 
 class OutputInfo(NamedTuple):
@@ -166,17 +175,21 @@ def check_features(model: DepthDetector, source: ZarrInput, model_path: str) -> 
                              f"model {model_path}, {[str(v) for v in names]}")
 
 
-def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> float:
-    """Fit ``model`` on the input's rows, with progress; return the seconds taken."""
+def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitted:
+    """Fit ``model`` on the input's rows, with progress; return the time and passes taken.
+
+    The passes are counted from the phases that ran, as the phase lines count
+    them (robust covariances and the invariant frame included).
+    """
     start = time.time()
-    label = f"fitting {model._depth_kind.upper()}"
+    label = model._progress_label()
     ui.status(f"{label} on {source.describe()}")
-    with runner.progress(label):
+    with runner.progress(label) as progress:
         model.fit(source.data)
-    elapsed = time.time() - start
-    ui.status(f"fitted in {elapsed:.1f} s: {model.n_directions_} directions, certified error "
-              f"bound {model.error_bound_:.3g}, {model.n_passes_ + 1} pass(es) over the data")
-    return elapsed
+    done = Fitted(time.time() - start, passes_text(progress.counts))
+    ui.status(f"fitted in {done.seconds:.1f} s: {model.n_directions_} directions, certified "
+              f"error bound {model.error_bound_:.3g}, {done.passes}")
+    return done
 
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
@@ -253,12 +266,13 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
             runner(args, ui) as run:
-        fit(run, ui, model, source)
+        fitted = fit(run, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
         flagged = write_depth(run, model, source, out, args.contamination, attrs, std=args.std)
         target = out.commit()
-    return ScoreResult(target, model, time.time() - start, source.shape[0], flagged)
+    return ScoreResult(target, model, time.time() - start, source.shape[0], flagged,
+                       fitted.passes)
 
 
 def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
@@ -278,7 +292,7 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     seed = draw_seed(args.seed)
     model = make_model(args, seed)
     with runner(args, ui) as run:
-        elapsed = fit(run, ui, model, source)
+        elapsed = fit(run, ui, model, source).seconds
     metadata = {"command_line": shlex.join(["daskdepth", *argv]),
                 "contamination_given": args.contamination is not None, "seed": seed}
     metadata.update(input_attrs(source))

@@ -41,6 +41,7 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "nan_policy": [StrOptions(set(NAN_POLICIES))],
     "depth": [StrOptions(set(DEPTH_NAMES))],
     "frame": [StrOptions(set(FRAMES))],
+    "verbose": ["verbose"],
 }
 
 #: What to pass instead, appended to scikit-learn's message.
@@ -63,6 +64,8 @@ HINTS = {
     "scope": ("split points are drawn within scope times the subsample's projected range around "
               "its middle (lambda in Chen et al., 2015): a positive number"),
     "depth": "depth must be one of " + ", ".join(repr(name) for name in DEPTH_NAMES),
+    "verbose": ("0 (the default) prints nothing; 1 prints each phase of the fit with its "
+                "time, and a progress bar per phase on a terminal"),
     "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
               "'invariant' in an affine-equivariant frame (invariant at any m)"),
 }
