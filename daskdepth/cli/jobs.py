@@ -23,7 +23,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
 from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
@@ -341,7 +341,10 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth apply MODEL INPUT --out OUTPUT``."""
     inputs = [args.input, args.model]
     prepare_output(args.out, inputs=inputs, overwrite=args.overwrite)
-    document = read_attributes(args.model)
+    try:
+        document = read_attributes(args.model)
+    except FileNotFoundError as exc:  # a usage error, as a missing INPUT
+        raise MissingInputError(str(exc)) from None
     model = load_model(args.model)
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
@@ -416,7 +419,7 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
 def output_info(path: str) -> OutputInfo | None:
     """The attributes and description of a daskdepth output store; None for other stores."""
     if not is_url(path) and not local_path(path).exists():
-        raise FileNotFoundError(f"{path!r} does not exist (info describes a model saved by "
+        raise MissingInputError(f"{path!r} does not exist (info describes a model saved by "
                                 "'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
     try:
         ds = open_dataset(path)

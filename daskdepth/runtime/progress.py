@@ -116,6 +116,7 @@ class PhaseRun:
         self.span_ids: list[str] = []
         self.local = False  # work done here, without tasks
         self.running = True
+        self.final: float | None = None  # share of tasks done when the last pass ended
 
     def seconds(self, now: float) -> float:
         """Time from the first pass's start to the last one's end (or to ``now``)."""
@@ -230,6 +231,8 @@ class PhaseProgress:
         with self._lock:
             if not started:
                 if self.run is not None and self.run.name == name:
+                    if self._counter is not None:  # kept: the next phase resets the counter
+                        self.run.final = self._fraction(self.run)
                     self.run.running = False
                     self.run.end = now
                 return
@@ -272,6 +275,8 @@ class PhaseProgress:
     def _fraction(self, run: PhaseRun) -> float | None:
         if run.local:
             return None
+        if not run.running and run.final is not None:
+            return run.final
         if self._counter is not None:
             total, done = self._counter.total, self._counter.done
         else:
