@@ -11,6 +11,7 @@ certified error bound, the input, the versions and the command line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import secrets
 import shlex
@@ -173,6 +174,30 @@ def check_features(model: DepthDetector, source: ZarrInput, model_path: str) -> 
         if have != [str(v) for v in names]:
             raise ValueError(f"the features of {where}, {have}, differ from those of the "
                              f"model {model_path}, {[str(v) for v in names]}")
+
+
+def with_model_features(model: DepthDetector, source: ZarrInput) -> ZarrInput:
+    """``source`` with its features named as the model's, once :func:`check_features` passed.
+
+    The command line compares feature names only when the model and INPUT both
+    have them, and otherwise matches features by position.  The estimator
+    would warn about names on one side only, in scikit-learn's words ("X does
+    not have valid feature names"), about a choice made here: so an INPUT
+    without names gets the model's, and the names of an INPUT are dropped for
+    a model fitted without any.
+    """
+    data = source.data
+    dim = data.dims[1]
+    coord = data.coords.get(dim)
+    has_names = coord is not None and coord.dtype.kind in "OUS"
+    names = getattr(model, "feature_names_in_", None)
+    if names is None and has_names:
+        data = data.drop_vars(dim)
+    elif names is not None and not has_names:
+        data = data.assign_coords({dim: np.asarray(names, dtype=object)})
+    else:
+        return source
+    return dataclasses.replace(source, data=data)
 
 
 def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitted:
@@ -351,6 +376,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     source = open_source(args.input, args.array, sample_dim=args.sample_dim,
                          fill_missing=args.fill_missing_chunks)
     check_features(model, source, args.model)
+    source = with_model_features(model, source)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
