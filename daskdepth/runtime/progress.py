@@ -208,7 +208,9 @@ class PhaseProgress:
         self.run: PhaseRun | None = None
         self.counts: dict[str, int] = {}
         self._lock = threading.Lock()
-        self._draw_lock = threading.Lock()
+        # Re-entrant: a phase's switch holds it while it finishes the previous phase's bar,
+        # so that the drawing thread never draws between the two.
+        self._draw_lock = threading.RLock()
         self._stop = threading.Event()
         self._thread: threading.Thread | None = None
         self._counter = TaskCounter() if client is None else None
@@ -227,7 +229,10 @@ class PhaseProgress:
     # ---------------------------------------------------------------- phases
 
     def _on_phase(self, name: str, started: bool, span_id: str | None) -> None:
-        now = time.monotonic()
+        with self._draw_lock:
+            self._switch(name, started, span_id, time.monotonic())
+
+    def _switch(self, name: str, started: bool, span_id: str | None, now: float) -> None:
         with self._lock:
             if not started:
                 if self.run is not None and self.run.name == name:
@@ -307,9 +312,9 @@ class PhaseProgress:
         return int(total), int(done)
 
     def _draw(self) -> None:
-        with self._lock:
-            run = self.run
         with self._draw_lock:
+            with self._lock:
+                run = self.run
             if run is None:
                 if self.bars == "line":
                     self.stream.write(progress_line(self.label, 0.0, self.elapsed))
