@@ -342,7 +342,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             if self._whitens() and rank is not None and rank < state["n_features_in_"]:
                 rows.append(("covariance rank", str(rank)))
             if "n_passes_" in state:
-                rows.append(("passes over the data", str(state["n_passes_"])))
+                # n_passes_ counts the leaf passes only: named so, not "passes over the data",
+                # which the progress lines count in all (moments and covariance passes too).
+                rows.append(("leaf passes (after moments)", str(state["n_passes_"])))
             if "offset_" in state:
                 rows.append(("offset", f"{state['offset_']:.4g} (contamination "
                                        f"{state.get('contamination')})"))
