@@ -653,7 +653,11 @@ def test_parameter_ranges_come_from_the_estimators(capsys):
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(["score", "in.zarr", "--out", "o.zarr", option, value])
         assert exc.value.code == 2
-        assert f"The '{name}' parameter" in capsys.readouterr().err
+        with pytest.raises(ValueError) as fit_error:  # what the estimator says of the value
+            daskdepth.AIIRW(**{name: float(value) if name != "random_state" else int(value)})\
+                .fit(_data(50))
+        message = str(fit_error.value).replace("of AIIRW", "of daskdepth")
+        assert f"argument {option}: {message}" in capsys.readouterr().err
 
 
 def test_version_without_the_parser_matches_the_parser(capsys):
