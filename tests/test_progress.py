@@ -139,6 +139,14 @@ def test_fit_predict_shows_its_scoring(capsys):
     assert started[-1] == "score" and "score 1" in total
 
 
+def test_bars_only_where_they_redraw():
+    from daskdepth.runtime.progress import interactive
+
+    notebook = type("OutStream", (io.StringIO,), {"__module__": "ipykernel.iostream"})
+    assert interactive(_Terminal()) and interactive(notebook())
+    assert not interactive(io.StringIO())
+
+
 def test_show_phases_without_verbose_listens_to_nothing():
     with show_phases("fitting", 0) as progress, phase("moments"):
         pass
