@@ -39,6 +39,14 @@ class InputError(ValueError):
     """The input store is missing, unreadable, or does not hold a usable 2-D array."""
 
 
+class MissingInputError(InputError, FileNotFoundError):
+    """An input the caller named (a store to read, a saved model) does not exist.
+
+    A usage error of the command line (exit status 2, as a bad option), and a
+    :class:`FileNotFoundError` as Python's own ``open`` would raise.
+    """
+
+
 class OutputError(ValueError):
     """The output path cannot be written under the safety rules."""
 

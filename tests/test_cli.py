@@ -254,6 +254,24 @@ def test_apply_checks_features(tmp_path, capsys):
     assert not (tmp_path / "o.zarr").exists()
 
 
+@pytest.mark.parametrize("fit_names", [True, False])
+def test_apply_with_feature_names_on_one_side_does_not_warn(tmp_path, capsys, fit_names):
+    """Features matched by position (names on one side only): no scikit-learn warning."""
+    a, b = _data(600, seed=1), _data(300, seed=2)
+    named = _dataset_store(tmp_path / "named.zarr", a if fit_names else b)
+    plain = _array_store(tmp_path / "plain.zarr", b if fit_names else a)
+    ref, new = (named, plain) if fit_names else (plain, named)
+    assert main(["fit", str(ref), "--model", str(tmp_path / "m.zarr"), "--seed", "0", "-q",
+                 *SYNC]) == 0
+    assert main(["apply", str(tmp_path / "m.zarr"), str(new), "--out", str(tmp_path / "o.zarr"),
+                 *SYNC]) == 0
+    err = capsys.readouterr().err
+    assert "warning" not in err and "feature names" not in err, err
+    expected = daskdepth.AIIRW(random_state=0).fit(a).score_samples(b)
+    np.testing.assert_array_equal(_open(tmp_path / "o.zarr")["depth"].values, expected)
+    assert ("feature_names_in_" in vars(daskdepth.load(tmp_path / "m.zarr"))) == fit_names
+
+
 def test_apply_refuses_corrupted_or_foreign_models(tmp_path, capsys):
     src = _array_store(tmp_path / "a.zarr", _data())
     assert main(["apply", str(src), str(src), "--out", str(tmp_path / "o.zarr"), *SYNC]) == 1
@@ -290,7 +308,7 @@ def test_info_model_and_output(tmp_path, capsys):
     assert main(["info", str(src)]) == 1
     assert ("is neither a model saved by 'daskdepth fit' nor an output of 'daskdepth score' or "
             "'apply'") in capsys.readouterr().err
-    assert main(["info", str(tmp_path / "nothing")]) == 1
+    assert main(["info", str(tmp_path / "nothing")]) == 2  # a usage error, as a bad option
     assert capsys.readouterr().err.strip() == (
         f"daskdepth: error: '{tmp_path / 'nothing'}' does not exist (info describes a model "
         "saved by 'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
@@ -497,7 +515,7 @@ def test_failed_write_on_threads_leaves_no_temporary(tmp_path):
 @pytest.mark.parametrize(
     ("setup", "args", "message"),
     [
-        (None, ["missing.zarr"], "input 'missing.zarr' does not exist"),
+        (None, ["missing.zarr"], "input 'missing.zarr' does not exist"),  # exit 2
         ("group", ["g.zarr", "--array", "nope"], "has no array 'nope' (arrays in it: 'data')"),
         ("group", ["g.zarr"], "name the array to use with --array"),
         ("vector", ["v.zarr"], "depth needs a 2-D array"),
@@ -532,7 +550,8 @@ def test_bad_input_fails_cleanly(tmp_path, capsys, monkeypatch, setup, args, mes
     elif setup == "holes":
         _array_store(Path("h.zarr"), _data())
         shutil.rmtree("h.zarr/c/2")  # rows 400-599: Zarr would read them as zeros
-    assert main(["score", *args, "--out", "out.zarr", "-q", *SYNC]) == 1
+    assert main(["score", *args, "--out", "out.zarr", "-q", *SYNC]) == (2 if setup is None
+                                                                        else 1)
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()
     assert 1 <= len(lines) <= 2 and lines[0].startswith("daskdepth: error: ")
@@ -599,6 +618,32 @@ def test_support_fraction_reaches_the_estimator(tmp_path, capsys):
     assert _names(tmp_path) == ["in.zarr", "o.zarr"]
 
 
+def test_fit_refuses_std_naming_apply(tmp_path, capsys):
+    src = _array_store(tmp_path / "in.zarr", _data())
+    assert main(["fit", str(src), "--model", str(tmp_path / "m.zarr"), "--std", *SYNC]) == 2
+    err = capsys.readouterr().err
+    assert ("error: --std does nothing for fit (a model holds no depths): pass --std to "
+            "'daskdepth apply MODEL INPUT --out OUTPUT --std'") in err
+    assert not (tmp_path / "m.zarr").exists()
+    assert main(["fit", "--help"]) == 0
+    assert "--std" not in capsys.readouterr().out
+    for command in ("score", "apply"):
+        assert main([command, "--help"]) == 0
+        assert "--std" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("command", ["score", "fit", "apply"])
+def test_contamination_error_names_the_range(tmp_path, capsys, command):
+    args = {"score": ["score", "in.zarr", "--out", "o.zarr"],
+            "fit": ["fit", "in.zarr", "--model", "m.zarr"],
+            "apply": ["apply", "m.zarr", "in.zarr", "--out", "o.zarr"]}[command]
+    assert main([*args, "--contamination", "0.7"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()[-1]
+    assert err == (f"daskdepth {command}: error: argument --contamination: contamination must "
+                   "be a float in (0, 0.5], the expected share of outliers (e.g. 0.01 for 1%); "
+                   "got 0.7")
+
+
 def test_parameter_ranges_come_from_the_estimators(capsys):
     parser = build_parser()
     for option, value, name in [("--tol", "0.7", "tol"), ("--support-fraction", "1.5",
@@ -608,7 +653,11 @@ def test_parameter_ranges_come_from_the_estimators(capsys):
         with pytest.raises(SystemExit) as exc:
             parser.parse_args(["score", "in.zarr", "--out", "o.zarr", option, value])
         assert exc.value.code == 2
-        assert f"The '{name}' parameter" in capsys.readouterr().err
+        with pytest.raises(ValueError) as fit_error:  # what the estimator says of the value
+            daskdepth.AIIRW(**{name: float(value) if name != "random_state" else int(value)})\
+                .fit(_data(50))
+        message = str(fit_error.value).replace("of AIIRW", "of daskdepth")
+        assert f"argument {option}: {message}" in capsys.readouterr().err
 
 
 def test_version_without_the_parser_matches_the_parser(capsys):
@@ -886,13 +935,34 @@ def test_existing_scheduler(tmp_path):
 
 
 def test_failure_exit_1_and_debug_traceback(tmp_path):
-    proc = _run("score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"))
+    (tmp_path / "plain").mkdir()  # exists, but is not a Zarr store: the job fails
+    proc = _run("score", str(tmp_path / "plain"), "--out", str(tmp_path / "o.zarr"))
     assert proc.returncode == 1
-    assert proc.stderr.strip().splitlines() == [
-        f"daskdepth: error: input '{tmp_path / 'missing.zarr'}' does not exist"]
-    proc = _run("score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"),
-                "--debug")
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(
+        f"daskdepth: error: input '{tmp_path / 'plain'}' is a directory but not a Zarr store")
+    proc = _run("score", str(tmp_path / "plain"), "--out", str(tmp_path / "o.zarr"), "--debug")
     assert proc.returncode == 1 and "Traceback" in proc.stderr
+
+
+def test_missing_input_or_model_is_a_usage_error(tmp_path):
+    """Exit 2, as every other usage error (a bad option, an existing output), in one line."""
+    src = _array_store(tmp_path / "in.zarr", _data())
+    missing = tmp_path / "missing.zarr"
+    for args, message in [
+        (["score", str(missing), "--out", str(tmp_path / "o.zarr")],
+         f"input '{missing}' does not exist"),
+        (["fit", str(missing), "--model", str(tmp_path / "m.zarr")],
+         f"input '{missing}' does not exist"),
+        (["apply", str(missing), str(src), "--out", str(tmp_path / "o.zarr")],
+         f"no model at '{missing}': the path does not exist"),
+        (["info", str(missing)], f"'{missing}' does not exist"),
+    ]:
+        proc = _run(*args)
+        assert proc.returncode == 2, (args, proc.stderr)
+        lines = proc.stderr.strip().splitlines()
+        assert len(lines) == 1 and lines[0].startswith(f"daskdepth: error: {message}"), lines
+    assert _names(tmp_path) == ["in.zarr"]
 
 
 def test_progress_bar_on_a_terminal(tmp_path):
@@ -943,6 +1013,24 @@ def test_phase_lines_when_not_a_terminal(tmp_path):
         f", {flagged:,} of 20,000 rows ({flagged / 200:.2f}%) flagged as outliers")
 
 
+def test_mcd_pass_counts_agree(tmp_path, capsys, big_store):
+    """The C-steps' line and the fit's summary count the same passes over the data."""
+    assert main(["score", str(big_store), "--out", str(tmp_path / "o.zarr"), "--covariance",
+                 "mcd", "--seed", "1", "--tol", "1e-3", *SYNC]) == 0
+    err = capsys.readouterr().err
+    cstep = re.search(r"\n  fitting AI-IRW: cstep done in \d+\.\d s, (\d+) passes over the "
+                      r"data\n", err)
+    assert cstep and int(cstep[1]) > 1, err
+    summary = re.search(r"\nfitted in \d+\.\d s: \d+ directions, certified error bound \S+, "
+                        r"(\d+) passes over the data \((.*)\)\n", err)
+    assert summary, err
+    parts = dict(part.rsplit(" ", 1) for part in summary[2].split(", "))
+    assert parts["cstep"] == cstep[1] and parts["moments"] == "1"
+    assert {"mcd-subsample", "histogram"} <= set(parts)
+    assert int(summary[1]) == sum(int(k) for k in parts.values())
+    assert "pass(es)" not in err
+
+
 def test_progress_of_a_repeated_phase_does_not_restart():
     """The passes of an iterative phase (MCD C-steps) form one run: counted, not restarted."""
     err = io.StringIO()
@@ -960,7 +1048,7 @@ def test_progress_of_a_repeated_phase_does_not_restart():
     assert total >= 3 * 4  # the three passes' tasks add up
     lines = err.getvalue().splitlines()
     assert len(lines) == 2
-    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes", lines[0])
+    assert re.fullmatch(r"  fitting: cstep done in \d+\.\d s, 3 passes over the data", lines[0])
     assert re.fullmatch(r"  fitting: reweight done in \d+\.\d s", lines[1])
 
 

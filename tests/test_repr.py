@@ -54,7 +54,7 @@ def test_fitted_repr_shows_n_d_m_error_bound_and_covariance(tmp_path):
     assert rows["m (directions)"] == "12"
     assert rows["error bound"] == f"{model.error_bound_:.3g} (tol 0.001)"
     assert rows["covariance"] == "sample"
-    assert rows["passes over the data"] == "0"
+    assert rows["leaf passes (after moments)"] == "0"
     assert "offset" in rows
     # A saved and loaded model shows the same summary.
     loaded = daskdepth.load(model.save(tmp_path / "model.zarr"))
@@ -85,7 +85,7 @@ def test_repr_of_a_distributed_fit_computes_nothing(monkeypatch):
     rows = _summary_rows(html)
     assert rows["n (reference rows)"] == f"{DISTRIBUTED_ROWS:,}"
     assert rows["m (directions)"] == "6"
-    assert rows["passes over the data"] == str(model.n_passes_)
+    assert rows["leaf passes (after moments)"] == str(model.n_passes_)
     assert _summary_rows(bundle["text/html"]) == rows
     assert text.startswith("IRW(")
 

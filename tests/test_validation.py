@@ -395,7 +395,8 @@ ND = (r"'n_directions' parameter of \w+ must be an int in the range \[1, inf\)"
 ND_BOOL = r"'n_directions' parameter of \w+ must be a number, not a bool"
 TOL = r"'tol' parameter of \w+ must be a float in the range \[0\.0, 0\.5\)"
 NAN = r"'nan_policy' parameter of \w+ must be a str among \{'(raise|omit)', '(raise|omit)'\}"
-CONT = r"'contamination' parameter of \w+ must be a float in the range \(0\.0, 0\.5\]"
+CONT = (r"^contamination must be a float in \(0, 0\.5\], the expected share of outliers "
+        r"\(e\.g\. 0\.01 for 1%\); got ")
 
 
 INVALID = [
@@ -409,9 +410,10 @@ INVALID = [
     ({"tol": "small"}, TOL + r"\. Got 'small' instead"),
     ({"tol": False}, r"'tol' parameter of \w+ must be a number, not a bool"),
     ({"nan_policy": "bad"}, NAN + r"\. Got 'bad' instead; 'raise' rejects rows"),
-    ({"contamination": 0.7}, CONT + r"\. Got 0\.7 instead; pass the expected share"),
-    ({"contamination": 0}, CONT + r"\. Got 0 instead"),
-    ({"contamination": "auto"}, CONT + r"\. Got 'auto' instead; .*'auto' .* has no meaning"),
+    ({"contamination": 0.7}, CONT + r"0\.7$"),
+    ({"contamination": 0}, CONT + r"0$"),
+    ({"contamination": True}, CONT + r"True$"),
+    ({"contamination": "auto"}, CONT + r"'auto'; 'auto' .* has no meaning for a depth"),
     ({"random_state": "seed"}, r"'random_state' parameter .* Got 'seed' instead; pass an int"),
     ({"affine_invariant": "yes"}, r"'affine_invariant' parameter .* Got 'yes' instead; pass True"),
     ({"subsample_size": 1}, r"'subsample_size' parameter .* Got 1 instead; .* at least 2"),

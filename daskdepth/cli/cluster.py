@@ -23,7 +23,6 @@ import logging
 import os
 import socket
 import struct
-import sys
 import threading
 import time
 import warnings
@@ -32,24 +31,19 @@ from typing import Any
 
 import dask
 import dask.threaded
-from dask.callbacks import Callback
 from distributed import Client, LocalCluster
 
 from ..runtime.client import (
     LOCAL_SCHEDULERS,
     keep_placement,
     key_names,
-    listen_to_phases,
     phase,
     running_tasks,
 )
+from ..runtime.progress import PhaseProgress
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
-from .ui import UI, clear_line, progress_line
+from .ui import UI
 
-#: Seconds between two redraws of the progress bar (and polls of the scheduler).
-POLL_SECONDS = 0.2
-#: Task states that count as done in a span.
-DONE_STATES = ("memory", "released", "forgotten", "erred")
 #: Dask's names of its local thread-pool scheduler.
 THREAD_SCHEDULERS = frozenset({"threads", "threading"})
 #: Seconds a closing job waits for the tasks its thread pool is running (an
@@ -347,47 +341,15 @@ class Runner:
 # --------------------------------------------------------------------------- progress
 
 
-class _PhaseRun:
-    """Consecutive passes of one phase: its name, spans, passes and start."""
-
-    def __init__(self, name: str, now: float) -> None:
-        self.name = name
-        self.start = now
-        self.passes = 0
-        self.span_ids: list[str] = []
-        self.local = False  # work done here, without tasks
-        self.running = True
-
-
-class _TaskCounter(Callback):
-    """Counts the tasks of the computations run by dask's local schedulers."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.total = 0
-        self.done = 0
-        self._lock = threading.Lock()
-
-    def reset(self) -> None:
-        with self._lock:
-            self.total = self.done = 0
-
-    def _start_state(self, dsk: Any, state: Any) -> None:
-        with self._lock:  # the tasks still to run (literals are already in the cache)
-            self.total += sum(len(state[k]) for k in ("ready", "waiting", "running"))
-
-    def _posttask(self, key: Any, result: Any, dsk: Any, state: Any, worker_id: Any) -> None:
-        with self._lock:
-            self.done += 1
-
-
-class Progress:
+class Progress(PhaseProgress):
     """Progress of a job's phases on stderr (see the module docstring).
 
     Parameters
     ----------
     ui : UI
-        Says whether stderr is a terminal and whether the job is quiet.
+        Says whether stderr is a terminal (one bar redrawn in place) or not
+        (a line per finished phase), and whether the job is quiet (nothing
+        shown; the phases are still counted, :attr:`counts`).
     label : str
         What the job is doing, e.g. ``"fitting AI-IRW"``.
     client : distributed.Client or None
@@ -396,126 +358,6 @@ class Progress:
     """
 
     def __init__(self, ui: UI, label: str, client: Client | None) -> None:
+        super().__init__(label, client, bars="line" if ui.progress else None,
+                         lines=None if ui.quiet or ui.progress else "end", prefix="  ")
         self.ui = ui
-        self.label = label
-        self.client = client
-        self.start = time.monotonic()
-        self.run: _PhaseRun | None = None
-        self._lock = threading.Lock()
-        self._draw_lock = threading.Lock()
-        self._stop = threading.Event()
-        self._thread: threading.Thread | None = None
-        self._counter = _TaskCounter() if client is None else None
-        self._stack = contextlib.ExitStack()
-        self._tick = 0
-
-    # ---------------------------------------------------------------- phases
-
-    def _on_phase(self, name: str, started: bool, span_id: str | None) -> None:
-        now = time.monotonic()
-        with self._lock:
-            if not started:
-                if self.run is not None and self.run.name == name:
-                    self.run.running = False
-                return
-            if self.run is None or self.run.name != name:
-                if self.run is not None:
-                    self._log(self.run, now)
-                self.run = _PhaseRun(name, now)
-                if self._counter is not None:
-                    self._counter.reset()
-            self.run.passes += 1
-            self.run.running = True
-            self.run.local = span_id is None
-            if span_id is not None:
-                self.run.span_ids.append(span_id)
-        if self._thread is not None:  # show each phase at once, however short
-            self._draw()
-
-    def _log(self, run: _PhaseRun, now: float) -> None:
-        """One line per finished phase when stderr is not a terminal."""
-        if self.ui.quiet or self.ui.progress:
-            return
-        passes = f", {run.passes} passes" if run.passes > 1 else ""
-        self.ui.status(f"  {self.label}: {run.name} done in {now - run.start:.1f} s{passes}")
-
-    # ---------------------------------------------------------------- drawing
-
-    def _fraction(self, run: _PhaseRun) -> float | None:
-        if run.local:
-            return None
-        if self._counter is not None:
-            total, done = self._counter.total, self._counter.done
-        else:
-            total, done = self._span_counts(list(run.span_ids))
-        return min(1.0, done / total) if total else 0.0
-
-    def _span_counts(self, span_ids: list[str]) -> tuple[int, int]:
-        """Tasks in all and done in the spans ``span_ids`` (asked of the scheduler)."""
-        done_states = DONE_STATES
-
-        # Nested, so that cloudpickle sends it by value: the scheduler need not
-        # have daskdepth installed.
-        def counts(dask_scheduler: Any = None) -> tuple[int, int]:
-            ext = dask_scheduler.extensions.get("spans")
-            total = done = 0
-            for sid in span_ids:
-                sp = ext.spans.get(sid) if ext is not None else None
-                if sp is not None:
-                    states = sp.states
-                    total += sum(states.values())
-                    done += sum(states.get(k, 0) for k in done_states)
-            return total, done
-
-        try:
-            total, done = self.client.run_on_scheduler(counts)
-        except Exception:  # the scheduler went away: the job reports it
-            return 0, 0
-        return int(total), int(done)
-
-    def _draw(self) -> None:
-        with self._draw_lock:
-            self._draw_line()
-
-    def _draw_line(self) -> None:
-        with self._lock:
-            run = self.run
-        elapsed = time.monotonic() - self.start
-        if run is None:
-            sys.stderr.write(progress_line(self.label, 0.0, elapsed))
-        else:
-            passes = f" (pass {run.passes})" if run.passes > 1 else ""
-            where = " (on this machine)" if run.local else ""
-            fraction = self._fraction(run)
-            self._tick += 1
-            sys.stderr.write(progress_line(f"{self.label}: {run.name}{passes}{where}", fraction,
-                                           elapsed, tick=self._tick))
-        sys.stderr.flush()
-
-    def _loop(self) -> None:
-        while not self._stop.wait(POLL_SECONDS):
-            self._draw()
-
-    # ---------------------------------------------------------------- context
-
-    def __enter__(self) -> Progress:
-        if self.ui.quiet:
-            return self
-        self._stack.enter_context(listen_to_phases(self._on_phase))
-        if self._counter is not None:
-            self._stack.enter_context(self._counter)
-        if self.ui.progress:
-            self._thread = threading.Thread(target=self._loop, daemon=True)
-            self._thread.start()
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        self._stop.set()
-        if self._thread is not None:
-            self._thread.join(timeout=2)
-            clear_line()
-        self._stack.close()
-        with self._lock:
-            run, self.run = self.run, None
-        if run is not None and exc_type is None:
-            self._log(run, time.monotonic())

@@ -176,7 +176,7 @@ def _report(rows: int, planted: np.ndarray, done: ScoreResult, auroc: float,
     print(f"daskdepth demo: AI-IRW depth of {rows:,} generated rows x {DEMO_FEATURES} features "
           f"(correlated Gaussian, {int(planted.sum()):,} planted outliers)")
     print(f"  time:        {done.seconds:.1f} s (fit and score, {model.n_directions_} "
-          f"directions, {model.n_passes_ + 1} pass(es) over the data)")
+          f"directions; the fit made {done.passes}, the scoring one more)")
     print(f"  error bound: {model.error_bound_:.3g} (certified, tol {model.tol:g})")
     print(f"  AUROC:       {auroc:.4f} (low depth vs the planted outliers)")
     print(f"  flagged:     {flagged_text(done.flagged, rows).removeprefix(', ')} "

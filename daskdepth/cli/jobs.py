@@ -11,6 +11,7 @@ certified error bound, the input, the versions and the command line.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import secrets
 import shlex
@@ -23,12 +24,13 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
-from ..errors import InputError, OutputError
+from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
 from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
 from ..io.outputs import write_dataset
 from ..io.xarray import depth_dataset, model_attrs
+from ..runtime.progress import passes_text
 from ..storage.atomic import SafeOutput, check_output, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
@@ -51,6 +53,14 @@ class ScoreResult(NamedTuple):
     seconds: float
     rows: int
     flagged: int | None  # rows flagged as outliers; None without --contamination
+    passes: str = ""  # the fit's passes over the data (:func:`fit`)
+
+
+class Fitted(NamedTuple):
+    """How long a fit took, and its passes over the data (the phases that read every row)."""
+
+    seconds: float
+    passes: str  # e.g. "3 passes over the data (moments 1, histogram 1, refine 1)"
 
 
 class OutputInfo(NamedTuple):
@@ -166,18 +176,46 @@ def check_features(model: DepthDetector, source: ZarrInput, model_path: str) -> 
                              f"model {model_path}, {[str(v) for v in names]}")
 
 
-def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> float:
-    """Fit ``model`` on the input's rows, with progress; return the seconds taken."""
+def with_model_features(model: DepthDetector, source: ZarrInput) -> ZarrInput:
+    """``source`` with its features named as the model's, once :func:`check_features` passed.
+
+    The command line compares feature names only when the model and INPUT both
+    have them, and otherwise matches features by position.  The estimator
+    would warn about names on one side only, in scikit-learn's words ("X does
+    not have valid feature names"), about a choice made here: so an INPUT
+    without names gets the model's, and the names of an INPUT are dropped for
+    a model fitted without any.
+    """
+    data = source.data
+    dim = data.dims[1]
+    coord = data.coords.get(dim)
+    has_names = coord is not None and coord.dtype.kind in "OUS"
+    names = getattr(model, "feature_names_in_", None)
+    if names is None and has_names:
+        data = data.drop_vars(dim)
+    elif names is not None and not has_names:
+        data = data.assign_coords({dim: np.asarray(names, dtype=object)})
+    else:
+        return source
+    return dataclasses.replace(source, data=data)
+
+
+def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitted:
+    """Fit ``model`` on the input's rows, with progress; return the time and passes taken.
+
+    The passes are counted from the phases that ran, as the phase lines count
+    them (robust covariances and the invariant frame included).
+    """
     start = time.time()
-    label = f"fitting {model._depth_kind.upper()}"
+    label = model._progress_label()
     ui.status(f"{label} on {source.describe()}")
-    with runner.progress(label):
+    with runner.progress(label) as progress:
         # The input's orientation is decided when it is opened (--sample-dim, or a warning)
         model.fit(source.data, sample_dim=source.sample_dim)
-    elapsed = time.time() - start
-    ui.status(f"fitted in {elapsed:.1f} s: {model.n_directions_} directions, certified error "
-              f"bound {model.error_bound_:.3g}, {model.n_passes_ + 1} pass(es) over the data")
-    return elapsed
+    done = Fitted(time.time() - start, passes_text(progress.counts))
+    ui.status(f"fitted in {done.seconds:.1f} s: {model.n_directions_} directions, certified "
+              f"error bound {model.error_bound_:.3g}, {done.passes}")
+    return done
 
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
@@ -254,12 +292,13 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=[args.input]) as out, \
             runner(args, ui) as run:
-        fit(run, ui, model, source)
+        fitted = fit(run, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
         flagged = write_depth(run, model, source, out, args.contamination, attrs, std=args.std)
         target = out.commit()
-    return ScoreResult(target, model, time.time() - start, source.shape[0], flagged)
+    return ScoreResult(target, model, time.time() - start, source.shape[0], flagged,
+                       fitted.passes)
 
 
 def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
@@ -279,7 +318,7 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     seed = draw_seed(args.seed)
     model = make_model(args, seed)
     with runner(args, ui) as run:
-        elapsed = fit(run, ui, model, source)
+        elapsed = fit(run, ui, model, source).seconds
     metadata = {"command_line": shlex.join(["daskdepth", *argv]),
                 "contamination_given": args.contamination is not None, "seed": seed}
     metadata.update(input_attrs(source))
@@ -328,13 +367,17 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth apply MODEL INPUT --out OUTPUT``."""
     inputs = [args.input, args.model]
     prepare_output(args.out, inputs=inputs, overwrite=args.overwrite)
-    document = read_attributes(args.model)
+    try:
+        document = read_attributes(args.model)
+    except FileNotFoundError as exc:  # a usage error, as a missing INPUT
+        raise MissingInputError(str(exc)) from None
     model = load_model(args.model)
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
     source = open_source(args.input, args.array, sample_dim=args.sample_dim,
                          fill_missing=args.fill_missing_chunks)
     check_features(model, source, args.model)
+    source = with_model_features(model, source)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
@@ -403,7 +446,7 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
 def output_info(path: str) -> OutputInfo | None:
     """The attributes and description of a daskdepth output store; None for other stores."""
     if not is_url(path) and not local_path(path).exists():
-        raise FileNotFoundError(f"{path!r} does not exist (info describes a model saved by "
+        raise MissingInputError(f"{path!r} does not exist (info describes a model saved by "
                                 "'daskdepth fit' or an output of 'daskdepth score' or 'apply')")
     try:
         ds = open_dataset(path)

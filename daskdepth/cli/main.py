@@ -1,8 +1,9 @@
 """``main``: parse the command line, run the job, turn its outcome into an exit status.
 
-Exit status: 0 on success, 2 for usage errors (bad options, an output that
-exists without ``--overwrite``, an output that is the input), 1 when the job
-fails (missing or bad input, NaN/inf rows, a corrupted model, ...), 130 on
+Exit status: 0 on success, 2 for usage errors (bad options, an input or model
+that does not exist, an output that exists without ``--overwrite``, an output
+that is the input), 1 when the job fails (an unreadable or unusable input,
+NaN/inf rows, a corrupted model, ...), 130 on
 Ctrl-C and 143 on SIGTERM, 141 when the reader of stdout went away
 (``daskdepth info --json ... | head``).  A job that fails or is stopped
 removes its temporary once no task of it can still write there; when the
@@ -26,7 +27,7 @@ import warnings
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, NoReturn
 
-from ..errors import OutputError
+from ..errors import MissingInputError, OutputError
 from .parser import parse_command_line, version_text
 from .ui import UI, error_lines, format_warning
 
@@ -179,7 +180,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `daskdepth info --json ... | head`: the reader is gone
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except OutputError as exc:
+    except (OutputError, MissingInputError) as exc:
         _report(exc, args.debug)
         return EXIT_USAGE
     except KeyboardInterrupt:

@@ -51,7 +51,8 @@ the variable 'depth' over the sample dimension, and a boolean 'outlier'
 when a contamination was given (to score or apply, or to fit for apply)."""
 
 EPILOG = """\
-exit status: 0 success, 1 the job failed, 2 usage error.
+exit status: 0 success, 1 the job failed, 2 usage error (bad options, a missing
+INPUT or MODEL, an OUTPUT that exists without --overwrite).
 Outputs are written to a temporary sibling (OUTPUT.daskdepth-tmp-*) and moved
 into place when complete; an existing OUTPUT is replaced only with --overwrite.
 With --scheduler ADDRESS, INPUT and OUTPUT must be on storage that the workers
@@ -217,12 +218,14 @@ def build_parser() -> argparse.ArgumentParser:
                              "(default: its first)")
     source.add_argument("--overwrite", action="store_true",
                         help="replace an existing output")
-    source.add_argument("--std", action="store_true",
-                        help="also write 'depth_std', the Monte Carlo standard error of each "
-                             "depth over the random directions")
     source.add_argument("--fill-missing-chunks", action="store_true",
                         help="read missing chunks of INPUT as its fill value instead of failing "
                              "(for stores written without chunks of fill values)")
+    # The jobs that write depths: --std adds their standard errors.
+    scoring = argparse.ArgumentParser(add_help=False)
+    scoring.add_argument("--std", action="store_true",
+                         help="also write 'depth_std', the Monte Carlo standard error of each "
+                              "depth over the random directions")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
@@ -233,7 +236,8 @@ def build_parser() -> argparse.ArgumentParser:
                                 prog="daskdepth")
     sub.required = True
 
-    p = sub.add_parser("score", parents=[common, debug, cluster, fitting, nan_policy, source],
+    p = sub.add_parser("score", parents=[common, debug, cluster, fitting, nan_policy, source,
+                                         scoring],
                        help="fit on INPUT and write the depth of its rows",
                        description="Fit the depth on INPUT and write the depth of each of its "
                                    "rows to OUTPUT.")
@@ -249,6 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
                                    "(arrays and JSON attributes, no pickle).")
     p.add_argument("input", metavar="INPUT", help="Zarr store of reference rows")
     p.add_argument("--model", required=True, metavar="MODEL", help="model store to create")
+    # A model holds no depths: --std belongs to the job that scores with it (refused, with
+    # that fix, by check_options; hidden from the help).
+    p.add_argument("--std", action="store_true", help=argparse.SUPPRESS)
     p.add_argument("--contamination", type=param("contamination", float, "a number"),
                    metavar="C",
                    help="share of outliers among the reference rows: saved with the model "
@@ -256,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                         "(default: none, and 'apply' writes flags only when given "
                         "--contamination)")
 
-    p = sub.add_parser("apply", parents=[common, debug, cluster, source],
+    p = sub.add_parser("apply", parents=[common, debug, cluster, source, scoring],
                        help="score INPUT with a saved model",
                        description="Write the depth of the rows of INPUT with respect to the "
                                    "reference a saved MODEL was fitted on.")
@@ -335,6 +342,10 @@ def check_options(args: argparse.Namespace) -> None:
     ValueError: --covariance mcd does not apply to --depth irw (IRW does not whiten): leave \
 it out, or use --depth ai-irw
     """
+    if args.command == "fit" and args.std:
+        raise ValueError("--std does nothing for fit (a model holds no depths): pass --std to "
+                         "'daskdepth apply MODEL INPUT --out OUTPUT --std', which writes the "
+                         "standard errors with the depths")
     depth = getattr(args, "depth", None)
     if depth is None:  # apply, info, demo: no fitting options
         return

@@ -1,7 +1,8 @@
-"""What the command line prints: status lines, results, warnings, errors, progress bars.
+"""What the command line prints: status lines, results, warnings, errors.
 
 Status lines, warnings, errors and progress go to stderr; results to stdout,
-so that ``daskdepth info --json`` can be piped.  Standard library only.
+so that ``daskdepth info --json`` can be piped.  Standard library only (the
+progress bars, which need Dask, are drawn by :mod:`daskdepth.runtime.progress`).
 """
 
 from __future__ import annotations
@@ -80,34 +81,3 @@ def error_lines(exc: BaseException) -> list[str]:
         return [f"daskdepth: error: {text}"]
     return [f"daskdepth: error: {type(exc).__name__}: {text}",
             "(run with --debug for the traceback)"]
-
-
-def progress_line(label: str, fraction: float | None, elapsed: float, width: int = 40,
-                  tick: int = 0) -> str:
-    """One redrawn line of a progress bar (starts with a carriage return, clears to the end).
-
-    ``fraction`` None draws a block moving with ``tick``: work whose share done is
-    not known (it runs on this machine, without tasks to count).
-
-    Examples
-    --------
-    >>> progress_line("fitting: histogram", 0.5, 2.0, width=10)
-    '\\r[#####     ] |  50% | fitting: histogram |   2.0s\\x1b[K'
-    >>> progress_line("fitting: mcd-fastmcd", None, 2.0, width=10, tick=3)
-    '\\r[   ##     ] |   ~  | fitting: mcd-fastmcd |   2.0s\\x1b[K'
-    """
-    if fraction is None:
-        span = max(1, width // 4)
-        pos = tick % (width - span + 1)
-        bar = " " * pos + "#" * span
-        share = "  ~ "
-    else:
-        bar = "#" * int(width * fraction)
-        share = f"{int(100 * fraction):3d}%"
-    return f"\r[{bar:<{width}}] | {share} | {label} | {elapsed:5.1f}s\33[K"
-
-
-def clear_line() -> None:
-    """Erase the progress bar's line."""
-    sys.stderr.write("\33[2K\r")
-    sys.stderr.flush()

@@ -16,8 +16,9 @@ from sklearn.utils.validation import check_is_fitted
 from ..fitting.fit import SAMPLE_SIZE, fit_depth
 from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
-from ..runtime.client import keep_placement
+from ..runtime.client import keep_placement, phase
 from ..runtime.keys import key_name
+from ..runtime.progress import show_phases
 from ..storage.modelformat import save_model
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .params import check_param
@@ -108,6 +109,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         self._train_depth = fitted.train_depth
         self._train_token = data.content_token if known else None
 
+    def _progress_label(self) -> str:
+        """What the progress displays call a fit of this depth, e.g. ``fitting AI-IRW``."""
+        return f"fitting {self._depth_kind.upper()}"
+
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None, *, sample_dim: Any = None) -> DepthDetector:
         """Fit the depth on the reference rows ``X``.
@@ -128,8 +133,23 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         Returns
         -------
         self
+
+        Examples
+        --------
+        ``verbose=1`` names each phase as it runs (here printed to a file-like
+        stdout, so as lines; on a terminal, a progress bar per phase):
+
+        >>> import numpy as np, daskdepth
+        >>> X = np.random.default_rng(0).normal(size=(500, 2))
+        >>> model = daskdepth.AIIRW(random_state=0, verbose=1).fit(X)  # doctest: +ELLIPSIS
+        fitting AI-IRW: moments started
+        fitting AI-IRW: moments done in ... s
+        fitting AI-IRW: exact started
+        ...
+        fitting AI-IRW: done in ... s, 1 pass over the data (moments 1)
         """
-        self._fit(X, sample_dim)
+        with show_phases(self._progress_label(), self.verbose):
+            self._fit(X, sample_dim)
         self.offset_ = float(np.percentile(self._sample_depth, 100 * self.contamination))
         return self
 
@@ -262,19 +282,21 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         for in-memory input, and that quantile over a bounded row sample of the
         (persisted) depths for dask input.
         """
-        data = self._fit(X, sample_dim)
-        depth = self._score(data)
-        if data.in_memory:
-            with keep_placement():
-                values = np.asarray(depth.compute())
-            self.offset_ = float(np.nanpercentile(values, 100 * self.contamination))
-            out = da.from_array(values, chunks=depth.chunks)
-        else:
-            with keep_placement():
-                out = depth.persist()
-            sample = out.map_blocks(_offset_sample, SAMPLE_SIZE / max(1, out.shape[0]),
-                                    dtype=np.float64, chunks=((np.nan,) * out.numblocks[0],))
-            self.offset_ = float(np.nanpercentile(sample.compute(), 100 * self.contamination))
+        with show_phases(self._progress_label(), self.verbose):
+            data = self._fit(X, sample_dim)
+            depth = self._score(data)
+            with phase("score"):
+                if data.in_memory:
+                    with keep_placement():
+                        values = np.asarray(depth.compute())
+                    out = da.from_array(values, chunks=depth.chunks)
+                else:
+                    with keep_placement():
+                        out = depth.persist()
+                    values = out.map_blocks(
+                        _offset_sample, SAMPLE_SIZE / max(1, out.shape[0]), dtype=np.float64,
+                        chunks=((np.nan,) * out.numblocks[0],)).compute()
+        self.offset_ = float(np.nanpercentile(values, 100 * self.contamination))
         return data.wrap(_labels(out - self.offset_), name="label")
 
     def save(self, path: Any, *, overwrite: bool = False) -> Any:
@@ -334,7 +356,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             if self._whitens() and rank is not None and rank < state["n_features_in_"]:
                 rows.append(("covariance rank", str(rank)))
             if "n_passes_" in state:
-                rows.append(("passes over the data", str(state["n_passes_"])))
+                # n_passes_ counts the leaf passes only: named so, not "passes over the data",
+                # which the progress lines count in all (moments and covariance passes too).
+                rows.append(("leaf passes (after moments)", str(state["n_passes_"])))
             if "offset_" in state:
                 rows.append(("offset", f"{state['offset_']:.4g} (contamination "
                                        f"{state.get('contamination')})"))
@@ -439,6 +463,15 @@ _PARAMS_DOC = """
     nan_policy : {{'raise', 'omit'}}, default='raise'
         'raise' rejects rows with NaN or inf, naming how many and which;
         'omit' leaves them out of the fit and gives them NaN depth.
+    verbose : int, default=0
+        0 prints nothing; 1 or more prints the phases of ``fit`` and
+        ``fit_predict`` to stdout as they run, named as the command line names
+        them (``moments``, ``histogram``, ...): with dask's local schedulers on
+        a terminal or in a notebook, a progress bar per phase that stays with
+        the phase's time when it ends; otherwise (a distributed client, or
+        output to a file) a line when each phase starts and one when it ends,
+        with its time.  A last line gives the total time and the passes over
+        the data.  It does not change any result.
 
     Attributes
     ----------

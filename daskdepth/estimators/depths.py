@@ -93,12 +93,12 @@ class AIIRW(DepthDetector):
     _depth_kind = "ai-irw"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "covariance", "tol", "contamination", "random_state", "nan_policy",
-        "support_fraction", "frame")}
+        "support_fraction", "frame", "verbose")}
 
     def __init__(self, n_directions: int | str | None = None, covariance: object = "sample",
                  tol: float = 1e-4, contamination: float = 0.1, random_state: Any = None,
                  nan_policy: str = "raise", support_fraction: float | None = None,
-                 frame: str = "correlation") -> None:
+                 frame: str = "correlation", verbose: int = 0) -> None:
         self.n_directions = n_directions
         self.covariance = covariance
         self.tol = tol
@@ -107,6 +107,7 @@ class AIIRW(DepthDetector):
         self.nan_policy = nan_policy
         self.support_fraction = support_fraction
         self.frame = frame
+        self.verbose = verbose
 
     def _covariance_spec(self) -> object:
         return covariance_spec(self.covariance, self.support_fraction)
@@ -135,16 +136,17 @@ class IRW(DepthDetector):
 
     _depth_kind = "irw"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
-        "n_directions", "tol", "contamination", "random_state", "nan_policy")}
+        "n_directions", "tol", "contamination", "random_state", "nan_policy", "verbose")}
 
     def __init__(self, n_directions: int | str | None = None, tol: float = 1e-4,
                  contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise") -> None:
+                 nan_policy: str = "raise", verbose: int = 0) -> None:
         self.n_directions = n_directions
         self.tol = tol
         self.contamination = contamination
         self.random_state = random_state
         self.nan_policy = nan_policy
+        self.verbose = verbose
 
 
 class Halfspace(DepthDetector):
@@ -195,7 +197,7 @@ class Halfspace(DepthDetector):
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "affine_invariant", "covariance", "tol", "contamination", "random_state",
-        "nan_policy", "support_fraction")}
+        "nan_policy", "support_fraction", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
@@ -203,7 +205,7 @@ class Halfspace(DepthDetector):
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = 1e-4, contamination: float = 0.1,
                  random_state: Any = None, nan_policy: str = "raise",
-                 support_fraction: float | None = None) -> None:
+                 support_fraction: float | None = None, verbose: int = 0) -> None:
         self.n_directions = n_directions
         self.affine_invariant = affine_invariant
         self.covariance = covariance
@@ -212,6 +214,7 @@ class Halfspace(DepthDetector):
         self.random_state = random_state
         self.nan_policy = nan_policy
         self.support_fraction = support_fraction
+        self.verbose = verbose
 
     def _whitens(self) -> bool:
         return bool(self.affine_invariant)

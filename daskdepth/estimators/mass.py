@@ -71,6 +71,9 @@ class HalfspaceMass(DepthDetector):
     nan_policy : {'raise', 'omit'}, default='raise'
         'raise' rejects rows with NaN or inf, naming how many and which;
         'omit' leaves them out of the fit and gives them NaN scores.
+    verbose : int, default=0
+        0 prints nothing; 1 or more prints the phases of ``fit`` as they run
+        (see :class:`AIIRW`).
 
     Attributes
     ----------
@@ -123,7 +126,7 @@ class HalfspaceMass(DepthDetector):
     _depth_kind = "halfspace-mass"
     _no_whitening = "none (directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
-        "subsample_size", "scope", "contamination", "random_state", "nan_policy")}
+        "subsample_size", "scope", "contamination", "random_state", "nan_policy", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; the mass has none.
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
@@ -136,13 +139,14 @@ class HalfspaceMass(DepthDetector):
 
     def __init__(self, n_directions: int | None = None, subsample_size: int = 32,
                  scope: float = 0.5, contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise") -> None:
+                 nan_policy: str = "raise", verbose: int = 0) -> None:
         self.n_directions = n_directions
         self.subsample_size = subsample_size
         self.scope = scope
         self.contamination = contamination
         self.random_state = random_state
         self.nan_policy = nan_policy
+        self.verbose = verbose
 
     def _whitens(self) -> bool:
         return False

@@ -15,6 +15,7 @@ from sklearn.utils._param_validation import (
     Interval,
     InvalidParameterError,
     StrOptions,
+    make_constraint,
     validate_parameter_constraints,
 )
 
@@ -46,6 +47,7 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "nan_policy": [StrOptions(set(NAN_POLICIES))],
     "depth": [StrOptions(set(DEPTH_NAMES))],
     "frame": [StrOptions(set(FRAMES))],
+    "verbose": ["verbose"],
 }
 
 #: What to pass instead, appended to scikit-learn's message.
@@ -58,9 +60,6 @@ HINTS = {
     "support_fraction": ("support_fraction must be a number in (0, 1] or None (then "
                          "(n + d + 1) / 2n, as scikit-learn's MinCovDet)"),
     "tol": "tol=0 gives the exact depth; the default is 1e-4",
-    "contamination": ("pass the expected share of outliers, e.g. 0.01; 'auto' (scikit-learn's "
-                      "default for some detectors) has no meaning for a depth, whose offset is "
-                      "the contamination quantile of the training depths"),
     "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
     "affine_invariant": "pass True (directions whitened by the covariance) or False",
     "subsample_size": ("the number of rows of each half-space's subsample (psi in Chen et al., "
@@ -71,10 +70,32 @@ HINTS = {
               "leaves every score near 1: use the default 0.5, or 1 to 10 to extend the "
               "mass beyond the data"),
     "depth": "depth must be one of " + ", ".join(repr(name) for name in DEPTH_NAMES),
+    "verbose": ("0 (the default) prints nothing; 1 prints each phase of the fit with its "
+                "time, and a progress bar per phase on a terminal"),
     "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
               "'invariant' in an affine-equivariant frame (invariant at any m)"),
 }
 
+
+def contamination_message(value: Any) -> str:
+    """What is wrong with a ``contamination`` outside (0, 0.5], and what to pass.
+
+    Examples
+    --------
+    >>> contamination_message(0.7)
+    'contamination must be a float in (0, 0.5], the expected share of outliers (e.g. 0.01 \
+for 1%); got 0.7'
+    """
+    why = ("; 'auto' (scikit-learn's IsolationForest default) has no meaning for a depth, "
+           "whose offset_ is the contamination quantile of the training depths"
+           if isinstance(value, str) and value == "auto" else "")
+    return (f"contamination must be a float in (0, 0.5], the expected share of outliers (e.g. "
+            f"0.01 for 1%); got {value!r}{why}")
+
+
+#: Parameters whose whole message is written here (the problem and the fix) rather than
+#: scikit-learn's, which reads oddly for them.
+MESSAGES = {"contamination": contamination_message}
 
 #: Numeric parameters: ``True``/``False`` are numbers to Python, never a meaningful value here.
 NUMERIC = ("n_directions", "support_fraction", "tol", "contamination", "subsample_size",
@@ -97,6 +118,10 @@ def check_param(name: str, value: Any, caller: str = "daskdepth",
 must be a float in the range [0.0, 0.5). Got -1 instead; tol=0 gives the exact depth; \
 the default is 1e-4
     """
+    if name in MESSAGES and (isinstance(value, bool) or not any(
+            make_constraint(c).is_satisfied_by(value)
+            for c in (CONSTRAINTS[name] if constraints is None else constraints))):
+        raise InvalidParameterError(MESSAGES[name](value))
     if name in NUMERIC and isinstance(value, bool):
         raise InvalidParameterError(f"The {name!r} parameter of {caller} must be a number, not a "
                                     f"bool. Got {value!r} instead; {HINTS[name]}")

@@ -17,7 +17,7 @@ import dask.array as da
 import numpy as np
 import xarray as xr
 
-from ..errors import InputError
+from ..errors import InputError, MissingInputError
 from ..runtime.memory import row_chunk
 from ..storage.paths import NotZarrError, open_dataset, open_node
 
@@ -136,7 +136,7 @@ def _open(text: str, storage_options: dict[str, Any] | None) -> Any:
     try:
         return open_node(text, storage_options)
     except FileNotFoundError:
-        raise InputError(f"input {text!r} does not exist") from None
+        raise MissingInputError(f"input {text!r} does not exist") from None
     except NotZarrError as exc:
         if exc.__cause__ is not None:  # zarr could not read it
             raise InputError(f"cannot open {text!r} as a Zarr store: {exc.__cause__}") from exc

@@ -13,6 +13,8 @@ from dask.base import named_schedulers
 from dask.delayed import delayed
 from distributed import default_client, span
 
+from .keys import check_phase
+
 #: Names of dask's local schedulers (``dask.config.set(scheduler=...)``): with one of
 #: them set, tasks run locally even when a distributed Client exists.
 LOCAL_SCHEDULERS = frozenset(named_schedulers)
@@ -60,7 +62,10 @@ def phase(name: str, *, tasks: bool = True) -> Iterator[None]:
 
     ``tasks=False`` marks work done here, without Dask tasks (e.g. FastMCD on an
     in-memory sample), so that progress displays can say what the job is doing.
+    ``name`` must be one of :data:`daskdepth.runtime.keys.PHASES`, the one list
+    of phase names that the progress displays show.
     """
+    check_phase(name)
     if not tasks:
         _tell(name, True, None)
         try:

@@ -1,4 +1,4 @@
-"""Task key names: ``daskdepth-<verb>-<token>``, from one table of verbs.
+"""Task key names: ``daskdepth-<verb>-<token>``, from one table of verbs; the phases' names.
 
 The dashboard groups tasks by the part of the key before the token (dask's
 ``key_split``: the leading words made of letters only), here
@@ -36,6 +36,56 @@ VERBS: dict[str, str] = {
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
 }
+
+
+#: Every phase of a job (:func:`daskdepth.runtime.client.phase`): what it does, and whether
+#: each time it runs it reads every row of the data once (a pass over the data).  The
+#: progress displays of the command line and of ``verbose=`` name phases by these names.
+PHASES: dict[str, tuple[str, bool]] = {
+    "moments": ("count, mean, scatter, non-finite rows and the row sample", True),
+    "mcd-subsample": ("MCD: the row sample of FastMCD", True),
+    "mcd-fastmcd": ("MCD: FastMCD on the in-memory sample (on this machine, no tasks)", False),
+    "cstep": ("MCD: one concentration step (or refinement of its selection) over all rows",
+              True),
+    "reweight": ("MCD: the reweighting pass", True),
+    "shrinkage": ("Ledoit-Wolf: the fourth-moment pass", True),
+    "frame": ("AI-IRW's invariant frame: whitened covariance and fourth moments", True),
+    "pool": ("halfspace mass: the row sample its subsamples are drawn from", True),
+    "exact": ("in memory: sorted projections of every row, per direction block", False),
+    "pilot": ("leaves planned from the row sample, per direction block", False),
+    "histogram": ("exact leaf counts of every row chunk, one wave of direction blocks", True),
+    "refine": ("values of the leaves still too heavy, split exactly", True),
+    "offset": ("depths of the row sample that set offset_, the outlier cut", False),
+    "score": ("depth of every row of the data scored", True),
+}
+
+
+def check_phase(name: str) -> str:
+    """``name`` if it is one of :data:`PHASES`; a phase must be listed there to be shown.
+
+    Examples
+    --------
+    >>> check_phase("moments")
+    'moments'
+    >>> check_phase("momentz")
+    Traceback (most recent call last):
+    ...
+    ValueError: unknown phase 'momentz'; add it to daskdepth.runtime.keys.PHASES
+    """
+    if name not in PHASES:
+        raise ValueError(f"unknown phase {name!r}; add it to daskdepth.runtime.keys.PHASES")
+    return name
+
+
+def is_data_pass(name: str) -> bool:
+    """Whether each run of the phase ``name`` reads every row of the data once.
+
+    Examples
+    --------
+    >>> is_data_pass("cstep"), is_data_pass("mcd-fastmcd")
+    (True, False)
+    """
+    return PHASES[check_phase(name)][1]
 
 
 #: The word before the verb in every key name.
