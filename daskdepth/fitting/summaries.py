@@ -421,13 +421,13 @@ class Folded(NamedTuple):
     lay: Layout
 
 
-def _folded_layout(x: da.Array, lay: Layout, token: str) -> Folded:
+def _folded_layout(x: da.Array, lay: Layout, token: str, gated: bool) -> Folded:
     """Row groups of ``x`` when the pass's blocks are copied to every worker of a cluster.
 
     Each block is then finished on its home worker (:func:`fold_homes`), from that
     worker's own key of it (:func:`local_copies`), as the fold's tasks read it.
     """
-    rows = row_groups(x) if lay.groups is None and lay.refs else None
+    rows = row_groups(x, gated) if lay.groups is None and lay.refs else None
     if not rows:
         return Folded(None, None, lay)
     homes = fold_homes(rows, len(lay.refs))
@@ -443,7 +443,7 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
     freed once its finished block is computed): the caller drops them.
     """
-    fold = _folded_layout(x, _shard_layout(blocks, token), token)
+    fold = _folded_layout(x, _shard_layout(blocks, token), token, shared.reads is not None)
     lay = fold.lay
     outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
@@ -475,7 +475,8 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         return blocks, 0
     cap = leaf_cap(n, tol)
     chosen = [blocks[i] for i in todo]
-    fold = _folded_layout(x, _shard_layout(chosen, f"{token}.refine"), f"{token}.refine")
+    fold = _folded_layout(x, _shard_layout(chosen, f"{token}.refine"), f"{token}.refine",
+                          shared.reads is not None)
     lay = fold.lay
     wanted = []
     for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):

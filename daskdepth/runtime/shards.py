@@ -325,7 +325,7 @@ class RowGroup(NamedTuple):
     chunks: list[int]
 
 
-def row_groups(x: da.Array) -> list[RowGroup] | None:
+def row_groups(x: da.Array, gated: bool) -> list[RowGroup] | None:
     """The row chunks of ``x`` grouped where they are: one group per thread of each worker.
 
     A chunk persisted on the cluster belongs to a worker holding it; the other
@@ -333,7 +333,10 @@ def row_groups(x: da.Array) -> list[RowGroup] | None:
     runs, and their reads placed there.  A pass that folds each group's chunks
     into one partial result, in place, on the group's worker moves one partial
     per group instead of one per row chunk, and no row.  None without a
-    distributed client.
+    distributed client, and when some chunk is neither held on the cluster nor
+    read in its turn (``gated``: :mod:`daskdepth.runtime.reads`): dask would
+    read such chunks as fast as workers have slots, and a group adding them one
+    after the other would let them pile up in memory.
     """
     client = active_client()
     if client is None:
@@ -348,6 +351,8 @@ def row_groups(x: da.Array) -> list[RowGroup] | None:
     owner: list[str] = []
     for i, key in enumerate(keys):
         holders = sorted(h for h in who.get(key) or () if h in known)
+        if not holders and not gated:
+            return None
         owner.append(holders[0] if holders else workers[spread_owner(i, len(keys),
                                                                       len(workers))])
     threads = _threads(client)
