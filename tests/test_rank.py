@@ -136,3 +136,61 @@ def test_canonical_bits_follow_the_smallest_eigenvalue():
     lam, d = 1e-11, 30
     step = 2.0 ** -canonical_bits(lam, d)
     assert d * step / 2 <= 2.0 ** -20 * lam
+
+
+# --------------------------------------------------------------------------- rank 0
+
+
+def _rounding_only(kind: str) -> np.ndarray:
+    """Data whose spread is within the float64 rounding of their values (rank 0)."""
+    rng = np.random.default_rng(0)
+    if kind == "offset":
+        return 1e12 + 3e-4 * rng.normal(size=(1000, 2))
+    if kind == "ulp":  # half the rows one ulp above the others
+        return np.where(np.arange(1000)[:, None] % 2 == 0, 1e6, np.nextafter(1e6, 2e6)) \
+            * np.ones((1000, 2))
+    return 2**62 + rng.integers(0, 20_000, size=(1000, 3))  # int64 IDs
+
+
+ROUNDING = "vary only within the float64 rounding of their values .* subtract a common offset"
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["offset", "ulp", "ids"])
+@pytest.mark.parametrize("estimator", [
+    lambda: daskdepth.AIIRW(random_state=0),
+    lambda: daskdepth.AIIRW(frame="invariant", random_state=0),
+    lambda: daskdepth.AIIRW(covariance="mcd", random_state=0),
+    lambda: daskdepth.Halfspace(affine_invariant=True, random_state=0),
+])
+def test_rank_zero_is_refused_at_once(kind, estimator):
+    # The rank test finds no direction above rounding: a clear error, not a redraw of
+    # directions on the sphere of R^0 for ever.
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", UserWarning)  # int64 beyond 2**53
+        with pytest.raises(ValueError, match=ROUNDING):
+            estimator().fit(_rounding_only(kind))
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("command", ["fit", "score"])
+def test_rank_zero_is_refused_by_the_cli(tmp_path, capsys, command):
+    import re
+
+    import zarr
+
+    from daskdepth.cli import main
+
+    src = tmp_path / "in.zarr"
+    zarr.create_array(str(src), data=_rounding_only("offset"), chunks=(250, 2))
+    out = ["--model", str(tmp_path / "m.zarr")] if command == "fit" else \
+        ["--out", str(tmp_path / "o.zarr")]
+    assert main([command, str(src), *out, "-q", "--scheduler", "synchronous"]) != 0
+    assert re.search(ROUNDING, capsys.readouterr().err)
+
+
+def test_no_directions_on_the_sphere_of_r0():
+    from daskdepth.kernels.directions import uniform_sphere
+
+    with pytest.raises(ValueError, match="R\\^0"):
+        uniform_sphere(np.random.RandomState(0), 5, 0)

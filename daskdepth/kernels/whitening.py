@@ -17,6 +17,8 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
+from ..errors import rounding_rank_message
+
 #: Eigenvalues of a correlation matrix below ``EXACT_FIT_RTOL * p`` times the largest
 #: count as zero in the C-steps (an exact fit): rounding level, as ``pinvh``.
 EXACT_FIT_RTOL = 1e-12
@@ -196,6 +198,14 @@ def canonical_bits(smallest: float, d: int) -> int:
     return int(max(CANONICAL_BITS, np.ceil(need)))
 
 
+def _rounding_message(sd: np.ndarray, location: np.ndarray) -> str:
+    """:func:`~daskdepth.errors.rounding_rank_message` for the feature whose spread is
+    smallest against its magnitude (rank 0: every direction is within rounding)."""
+    live = np.flatnonzero(sd > 0)
+    k = live[np.argmax(np.abs(location[live]) / sd[live])]
+    return rounding_rank_message(float(location[k]), float(sd[k]))
+
+
 def _live_split(cov: np.ndarray, location: np.ndarray, d: int,
                 extra: float = 0.0) -> tuple[np.ndarray, np.ndarray, RankSplit, np.ndarray]:
     """Standard deviations, live features, their correlation and its :class:`RankSplit`.
@@ -243,10 +253,10 @@ def whitening(covariance: np.ndarray,
     # The rank, and so the rounding step, from the matrix as computed; then the
     # whitening from the rounded matrix, with the rounding added to the floor.
     sd, live, split, _ = _live_split(cov, loc, d)
-    smallest = 0.0
-    if split.keep.any():
-        floor = noise_floor(sd[live], loc[live], d)
-        smallest = float(split.values[split.keep].min() * floor.min())
+    if not split.keep.any():
+        raise ValueError(_rounding_message(sd, loc))
+    floor = noise_floor(sd[live], loc[live], d)
+    smallest = float(split.values[split.keep].min() * floor.min())
     bits = canonical_bits(smallest, d)
     cov = canonical_covariance(cov, bits)
     sd, live, split, corr = _live_split(cov, loc, d, d * 2.0 ** -bits)
@@ -292,6 +302,8 @@ def principal_subspace(cov: np.ndarray,
     sd, live, split, corr = _live_split(cov, loc, d)
     if live.all() and split.keep.all():
         return np.eye(d), np.eye(d)
+    if not split.keep.any():
+        raise ValueError(_rounding_message(sd, loc))
     # The rows satisfy v^T c = 0 (c in correlation scale) for each null direction
     # v: an orthonormal basis of that complement.
     null = split.vectors[:, ~split.keep]
