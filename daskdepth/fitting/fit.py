@@ -245,7 +245,7 @@ def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
             "e.g. multiply them by a common factor"
         )
     if rows is not None and rows.ridge == 0 and not covariance_keeps_rank(cov, location):
-        count, r = factor_pass(x, location, support=rows.support, token=token)
+        count, r = factor_pass(x, location, support=rows.support, token=token, k=1)
         w, rank = factor_whitening(r, rows.factor / max(count - rows.ddof, 1.0), location)
     else:
         w, rank = whitening(cov, location)

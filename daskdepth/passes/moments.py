@@ -89,18 +89,19 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
 
 
 def factor_pass(x: da.Array, location: np.ndarray, *, support: Support | None = None,
-                token: str) -> tuple[float, np.ndarray]:
+                token: str, k: int = 0) -> tuple[float, np.ndarray]:
     """One pass: count and ``R`` factor of the finite rows minus ``location`` (tall-skinny QR).
 
     Each chunk's ``R`` is merged up a tree by QR of the stacked factors
     (:func:`daskdepth.kernels.moments.merge_factors`); ``support`` restricts the
     rows to those a covariance is computed from.  Its condition number is the
     rows', so it decides the rank and whitens where the covariance (whose
-    condition number is the square) cannot.
+    condition number is the square) cannot.  ``k`` numbers the factor passes of
+    one fit (keys ``daskdepth-qr-<token>-<k>``).
     """
     blocks, _ = row_blocks(x)
-    out = reduce_chunks(blocks, _factor_chunk, merge_factors, key=(key_name("qr", token),),
-                        merge_key=key_name("merge", token, "qr"),
+    out = reduce_chunks(blocks, _factor_chunk, merge_factors, key=(key_name("qr", token, k),),
+                        merge_key=key_name("merge", token, "qr", k),
                         args=(np.ascontiguousarray(location), support))
     with phase("factor"):
         (result,) = dask.compute(out)
