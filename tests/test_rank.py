@@ -11,12 +11,11 @@ rounding of their values (rank 0) are refused at once.
 
 from __future__ import annotations
 
-import os
 import warnings
 
 import numpy as np
 import pytest
-from conftest import chunked
+from conftest import HAS_ODDS, chunked, mapped_data_set
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -259,41 +258,18 @@ def test_factor_of_chunks_merges_to_the_factor_of_all_rows():
     assert (np.diag(r) >= 0).all() and np.array_equal(np.triu(r), r)
 
 
-def _mapped(name: str, cond: float) -> np.ndarray:
-    """A data set mapped by ``X A + b``, ``A`` with singular values log-spaced to ``cond``."""
-    if name == "breast_cancer":
-        from sklearn.datasets import load_breast_cancer
-
-        x = load_breast_cancer().data
-    else:
-        x = np.load(f"{ODDS}/{name}.npz")["X"].astype(np.float64)
-    d = x.shape[1]
-    rng = np.random.default_rng(1)
-    u = np.linalg.qr(rng.normal(size=(d, d)))[0]
-    v = np.linalg.qr(rng.normal(size=(d, d)))[0]
-    y = x @ (u @ np.diag(np.logspace(0, np.log10(cond), d)) @ v) + rng.normal(size=d) * 10
-    # numerically full rank: singular-value ratio below 1 / (sqrt(n) eps)
-    s = np.linalg.svd(y - y.mean(axis=0), compute_uv=False)
-    assert s[0] / s[-1] < 1 / (np.sqrt(y.shape[0]) * np.finfo(float).eps)
-    return y
-
-
-ODDS = "/work/shared/data/odds"
-_HAS_ODDS = os.path.exists(f"{ODDS}/musk.npz") and os.path.exists(f"{ODDS}/satimage-2.npz")
-
-
 @pytest.mark.parametrize("name,cond", [
     ("breast_cancer", 1e2), ("breast_cancer", 1e4), ("breast_cancer", 1e8),
     pytest.param("satimage-2", 1e8,
-                 marks=pytest.mark.skipif(not _HAS_ODDS, reason="shared ODDS data not available")),
+                 marks=pytest.mark.skipif(not HAS_ODDS, reason="shared ODDS data not available")),
     pytest.param("musk", 1e6,
-                 marks=pytest.mark.skipif(not _HAS_ODDS, reason="shared ODDS data not available")),
+                 marks=pytest.mark.skipif(not HAS_ODDS, reason="shared ODDS data not available")),
     pytest.param("musk", 1e8,
-                 marks=pytest.mark.skipif(not _HAS_ODDS, reason="shared ODDS data not available")),
+                 marks=pytest.mark.skipif(not HAS_ODDS, reason="shared ODDS data not available")),
 ])
 def test_mapped_data_sets_keep_their_rank(name, cond):
     # Before the factor pass: ranks 29, 23, 14-15 of 30; 28-29 of 36; 147-149, 116-118 of 166.
-    y = _mapped(name, cond)
+    y = mapped_data_set(name, cond)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
         model = daskdepth.AIIRW(n_directions=20, random_state=0).fit(y)
@@ -306,7 +282,7 @@ def test_mapped_data_sets_keep_their_rank(name, cond):
 
 
 def test_mapped_data_keep_their_rank_under_the_mcd():
-    y = _mapped("breast_cancer", 1e8)
+    y = mapped_data_set("breast_cancer", 1e8)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
         model = daskdepth.AIIRW(covariance="mcd", n_directions=20, random_state=0).fit(y)
