@@ -6,6 +6,10 @@ that features of very different scales are treated alike):
 * :func:`rank_split` decides the principal subspace of the data (AI-IRW's
   whitening, the MCD's coordinates): the directions whose variance exceeds what
   rounding explains (:func:`noise_floor`), an affine-invariant test up to rounding;
+* :func:`factor_split` decides it again from the ``R`` factor of the centred
+  rows where the covariance's test drops a direction (:func:`factor_whitening`,
+  :func:`factor_subspace`): ``R`` has the data's condition number, the
+  covariance its square;
 * :data:`EXACT_FIT_RTOL` decides an exact fit inside the MCD's C-steps
   (rounding level, as scikit-learn's ``pinvh``).
 """
@@ -375,15 +379,9 @@ def factor_split(rt: np.ndarray, floor: np.ndarray) -> RankSplit:
     squaring the condition number.
     """
     r = 1.0 / floor
-    _, s, vt = np.linalg.svd(rt * r, full_matrices=False)
-    k = s.shape[0]
-    vals = np.zeros(rt.shape[1])  # ascending, as eigh's; a short rt has zeros below
-    vals[-k:] = (s * s)[::-1]
-    vecs = np.zeros((rt.shape[1], rt.shape[1]))
-    vecs[:, -k:] = vt[::-1].T
-    if k < rt.shape[1]:  # complete the basis with the null space of rt
-        vecs[:, :-k] = scipy.linalg.null_space(vt)
-    return RankSplit(vals, vecs * r[:, None], vals > 1.0)
+    _, s, vt = np.linalg.svd(rt * r, full_matrices=False)  # rt has at least as many rows
+    vals = (s * s)[::-1]  # ascending, as eigh's
+    return RankSplit(vals, vt[::-1].T * r[:, None], vals > 1.0)
 
 
 def factor_whitening(r: np.ndarray, scale: float,
@@ -398,8 +396,9 @@ def factor_whitening(r: np.ndarray, scale: float,
     rounded to ``2**-bits`` with :func:`canonical_bits` of its smallest kept
     singular value (and the standard deviations to ``bits`` significant bits),
     as :func:`canonical_covariance` does, so that chunking noise does not move
-    the result; the whitening are the right singular vectors of that matrix
-    (the eigenvectors of the correlation matrix) over its singular values.
+    the result; ``W`` is made of the right singular vectors of that matrix (the
+    eigenvectors of the correlation matrix) over its singular values, as
+    :func:`whitening` is of the eigenpairs.
 
     Examples
     --------
