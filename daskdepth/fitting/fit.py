@@ -113,7 +113,8 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
-    the covariance (more passes for robust ones), the whitening (on the client;
+    the covariance (more passes for robust ones), the whitening (on the client,
+    after one factor pass where the covariance's rank test drops a direction;
     with ``frame='invariant'`` refined and rotated into the invariant frame by
     one or two more passes, :mod:`daskdepth.fitting.frame`), the directions
     (their number from a pilot on the row sample for ``n_directions='auto'``),
