@@ -288,11 +288,15 @@ def test_mapped_data_sets_keep_their_rank(name, cond):
     np.testing.assert_allclose(proj.var(axis=0, ddof=1), 1.0, rtol=1e-3)
 
 
-def test_mapped_data_keep_their_rank_under_the_mcd():
+@pytest.mark.parametrize("estimator", [
+    lambda: daskdepth.AIIRW(covariance="mcd", n_directions=20, random_state=0),
+    lambda: daskdepth.Halfspace(affine_invariant=True, n_directions=20, random_state=0),
+])
+def test_mapped_data_keep_their_rank_under_the_mcd_and_halfspace(estimator):
     y = mapped_data_set("breast_cancer", 1e8)[1]
     with warnings.catch_warnings():
         warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
-        model = daskdepth.AIIRW(covariance="mcd", n_directions=20, random_state=0).fit(y)
+        model = estimator().fit(y)
     assert model.covariance_rank_ == 30
 
 
