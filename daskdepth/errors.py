@@ -80,3 +80,28 @@ def nan_rows_message(count: int, first_rows: Sequence[int], what: str = "input",
     noun = "row" if count == 1 else "rows"
     return (f"{what} has {count} {noun} with NaN or inf values (rows "
             f"{describe_rows(first_rows, count)}); drop them or {fix}")
+
+
+def rounding_rank_message(location: float, spread: float) -> str:
+    """The one wording of "the data vary only within the rounding of their values" (rank 0).
+
+    ``location`` and ``spread`` are the centre and standard deviation of the
+    feature that varies least relative to its magnitude.
+
+    Examples
+    --------
+    >>> print(rounding_rank_message(1e12, 3e-4))  # doctest: +NORMALIZE_WHITESPACE
+    the reference data vary only within the float64 rounding of their values (a feature
+    centred at 1e+12 has standard deviation 0.0003): no direction has more variance than
+    rounding explains, so there is none along which to rank points; subtract a common
+    offset before converting to float64 (e.g. X - X.min(axis=0), in integer arithmetic for
+    integer IDs), or drop identifier-like columns
+    """
+    return (
+        "the reference data vary only within the float64 rounding of their values (a "
+        f"feature centred at {location:.3g} has standard deviation {spread:.3g}): no direction "
+        "has more variance than rounding explains, so there is none along which to rank "
+        "points; subtract a common offset before converting to float64 (e.g. "
+        "X - X.min(axis=0), in integer arithmetic for integer IDs), or drop identifier-like "
+        "columns"
+    )

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import dask.array as da
 import numpy as np
 import pytest
@@ -72,3 +74,31 @@ def cauchy() -> np.ndarray:
 def make_chunked():
     """The :func:`chunked` helper as a fixture."""
     return chunked
+
+
+#: The shared ODDS data sets (``.npz`` with ``X`` and ``y``), where present.
+ODDS = "/work/shared/data/odds"
+HAS_ODDS = os.path.exists(f"{ODDS}/musk.npz") and os.path.exists(f"{ODDS}/satimage-2.npz")
+
+
+def mapped_data_set(name: str, cond: float) -> tuple[np.ndarray, np.ndarray]:
+    """A data set ``X`` and its image ``X A + b``, ``A`` with singular values log-spaced to
+    ``cond``: ``'breast_cancer'`` (scikit-learn's) or an ODDS set (``'satimage-2'``, ``'musk'``).
+
+    Both are numerically full rank (singular-value ratio of the centred rows below
+    ``1 / (sqrt(n) eps)``) for ``cond`` up to 1e8.
+    """
+    if name == "breast_cancer":
+        from sklearn.datasets import load_breast_cancer  # only the tests that map it need it
+
+        x = load_breast_cancer().data
+    else:
+        x = np.load(f"{ODDS}/{name}.npz")["X"].astype(np.float64)
+    d = x.shape[1]
+    rng = np.random.default_rng(1)
+    u = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    v = np.linalg.qr(rng.normal(size=(d, d)))[0]
+    y = x @ (u @ np.diag(np.logspace(0, np.log10(cond), d)) @ v) + rng.normal(size=d) * 10
+    s = np.linalg.svd(y - y.mean(axis=0), compute_uv=False)
+    assert s[0] / s[-1] < 1 / (np.sqrt(y.shape[0]) * np.finfo(float).eps)
+    return x, y

@@ -393,6 +393,21 @@ def test_all_central_rows_identical_raises():
         daskdepth.AIIRW(covariance="mcd", random_state=0).fit(x)
 
 
+@pytest.mark.timeout(60)
+def test_rows_within_rounding_are_not_called_identical():
+    # 1e12 + 1e-3 N: 250 distinct rows, whose spread (8 ulps of 1e12) is within what
+    # rounding of values of that magnitude explains.  The error says so and how to fix
+    # it, instead of "the 126 most central of the 250 rows are all identical".
+    x = 1e12 + 1e-3 * np.random.default_rng(0).normal(size=(250, 5))
+    assert np.unique(x, axis=0).shape[0] > 200
+    with pytest.raises(ValueError, match="within the float64 rounding of their values") as err:
+        daskdepth.AIIRW(covariance="mcd", random_state=0).fit(x)
+    assert "identical" not in str(err.value) and "subtract a common offset" in str(err.value)
+    # The same rows without the offset are fitted.
+    model = daskdepth.AIIRW(covariance="mcd", n_directions=20, random_state=0).fit(x - 1e12)
+    assert model.covariance_rank_ == 5
+
+
 def test_rank_deficient_data():
     rng = np.random.default_rng(0)
     x = rng.normal(size=(500, 3))

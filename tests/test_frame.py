@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import DISTRIBUTED_ROWS, chunked
+from conftest import DISTRIBUTED_ROWS, HAS_ODDS, chunked, mapped_data_set
 from dask.callbacks import Callback
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -302,6 +302,36 @@ def test_full_rank_ill_conditioned_covariance_is_not_declared_singular():
     with warnings.catch_warnings():
         warnings.simplefilter("error", daskdepth.CovarianceRankWarning)
         assert daskdepth.AIIRW(n_directions=10, random_state=0).fit(x).covariance_rank_ == 20
+
+
+@pytest.mark.parametrize("name,cond,m,covariance", [
+    ("breast_cancer", 1e2, 300, "sample"),
+    ("breast_cancer", 1e4, 300, "sample"),
+    ("breast_cancer", 1e6, 300, "sample"),
+    ("breast_cancer", 1e8, None, "sample"),
+    ("breast_cancer", 1e8, None, "mcd"),
+    pytest.param("satimage-2", 1e8, 300, "sample",
+                 marks=pytest.mark.skipif(not HAS_ODDS, reason="shared ODDS data not available")),
+    pytest.param("musk", 1e8, 300, "sample", marks=[
+        pytest.mark.slow,
+        pytest.mark.skipif(not HAS_ODDS, reason="shared ODDS data not available")]),
+])
+def test_mapped_data_sets_keep_rank_and_invariance(name, cond, m, covariance):
+    """Numerically full-rank data under maps of condition up to 1e8: the rank is kept
+    (no warning, from the rows' R factor) and the depths of X A + b rank the rows as
+    those of X.  Before the factor pass, breast_cancer kept rank 29, 23, 17, 15 of 30
+    (tau 0.95, 0.84, 0.75, 0.70), Satimage-2 28 of 36 (0.78), Musk 118 of 166 (0.82).
+
+    At 1e8 the projections of X A + b themselves round at about eps times the
+    data's condition number (3e12 for breast_cancer): with the directions of X mapped
+    by A^-1 instead of fitted, tau is 0.99991 at m = 300 (fitted: 0.99985), 0.99995 at
+    the default m = 3000 (fitted: the same), hence the default m there.
+    """
+    x, y = mapped_data_set(name, cond)
+    mx = _fit(x, n_directions=m, random_state=0, covariance=covariance)
+    my = _fit(y, n_directions=m, random_state=0, covariance=covariance)
+    assert mx.covariance_rank_ == my.covariance_rank_ == x.shape[1]
+    assert kendalltau(mx.score_samples(x), my.score_samples(y))[0] >= 0.9999
 
 
 # --------------------------------------------------------------------------- standard error

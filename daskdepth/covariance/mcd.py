@@ -32,7 +32,14 @@ from ..kernels.selection import (
     select_chunk,
     select_merge,
 )
-from ..kernels.whitening import principal_subspace, sample_covariance, whiten
+from ..kernels.whitening import (
+    covariance_keeps_rank,
+    factor_subspace,
+    principal_subspace,
+    sample_covariance,
+    whiten,
+)
+from ..passes.moments import factor_pass
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks, tree_reduce
 from ..runtime.keys import key_name
@@ -339,7 +346,12 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     """
     frac = check_support_fraction(support_fraction)
     d = mean.shape[0]
-    subspace = principal_subspace(sample_covariance(n, scatter), mean)
+    cov = sample_covariance(n, scatter)
+    if covariance_keeps_rank(cov, mean):
+        subspace = principal_subspace(cov, mean)
+    else:  # the covariance cannot tell tiny variance from none: the rows' R factor can
+        count, r = factor_pass(x, mean, token=token, k=0)
+        subspace = factor_subspace(r, 1.0 / max(count - 1.0, 1.0), mean)
     if subspace is None:
         zero = np.zeros((d, d))
         return MCDResult(mean, zero, mean, zero, n, 1.0, 0.0, -np.inf)
@@ -366,8 +378,9 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
             best = concentrate(ev, h, best.loc, best.cov, rw_thr)
             passes += ev.passes
     if h < n and not np.any(best.cov):
+        where = "" if p == d else f" in the {p}-dimensional subspace the data span"
         raise ValueError(
-            f"covariance='mcd': the {h} most central of the {n} rows are all identical, so "
+            f"covariance='mcd': the {h} most central of the {n} rows are all identical{where}, so "
             "their covariance is zero; pass a larger support_fraction (more than the share "
             "of repeated rows), or use covariance='sample' or 'ledoit-wolf'"
         )

@@ -9,7 +9,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ..covariance.estimate import fit_covariance
+from ..covariance.estimate import CovarianceFit, fit_covariance
 from ..errors import (
     CovarianceRankWarning,
     FitTooLargeError,
@@ -19,8 +19,8 @@ from ..errors import (
 )
 from ..kernels.directions import direction_spread, directions_for_std, draw_directions
 from ..kernels.frame import FrameReport
-from ..kernels.whitening import whitening
-from ..passes.moments import ChunkMoments, moments_pass
+from ..kernels.whitening import covariance_keeps_rank, factor_whitening, whitening
+from ..passes.moments import ChunkMoments, factor_pass, moments_pass
 from ..passes.scoring import score_array
 from ..runtime.client import active_client, keep_placement, phase
 from ..runtime.keys import key_name
@@ -113,7 +113,8 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
-    the covariance (more passes for robust ones), the whitening (on the client;
+    the covariance (more passes for robust ones), the whitening (on the client,
+    after one factor pass where the covariance's rank test drops a direction;
     with ``frame='invariant'`` refined and rotated into the invariant frame by
     one or two more passes, :mod:`daskdepth.fitting.frame`), the directions
     (their number from a pilot on the row sample for ``n_directions='auto'``),
@@ -136,7 +137,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
                           token=token, equivariant=frame == "invariant")
     location, cov = cfit.location, cfit.covariance
-    w, rank = (_whitening(cov, location, mom, "AI-IRW" if depth == "ai-irw" else "the")
+    w, rank = (_whitening(x, cfit, mom, token, "AI-IRW" if depth == "ai-irw" else "the")
                if whiten else (None, d))
     report = None
     if w is not None and frame == "invariant":
@@ -222,14 +223,20 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
         )
 
 
-def _whitening(cov: np.ndarray, location: np.ndarray, mom: ChunkMoments,
+def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
                name: str = "AI-IRW") -> tuple[np.ndarray, int]:
-    """The whitening map of ``cov`` and its rank (warning, naming the ``name`` depth, when
-    singular).
+    """The whitening map of the covariance and its rank (warning, naming the ``name`` depth,
+    when singular).
 
     The rank counts the directions whose variance is above what rounding of values
-    around ``location`` explains (:func:`daskdepth.kernels.whitening.whitening`).
+    around the location explains (:func:`daskdepth.kernels.whitening.whitening`).
+    Where the covariance's own test drops a direction, a covariance made from rows
+    is decided again from the rows' ``R`` factor (one more pass,
+    :func:`daskdepth.passes.moments.factor_pass`), whose condition number is the
+    data's, not its square: numerically full-rank data keep their rank, and are
+    whitened accurately (:func:`daskdepth.kernels.whitening.factor_whitening`).
     """
+    cov, location, rows = cfit.covariance, cfit.location, cfit.rows
     d = cov.shape[0]
     if not cov.any() and np.ptp(mom.sample, axis=0).any():
         raise ValueError(
@@ -238,7 +245,11 @@ def _whitening(cov: np.ndarray, location: np.ndarray, mom: ChunkMoments,
             f"{np.abs(mom.sample).max():.1e}) for float64 squares; rescale the features, "
             "e.g. multiply them by a common factor"
         )
-    w, rank = whitening(cov, location)
+    if rows is not None and rows.ridge == 0 and not covariance_keeps_rank(cov, location):
+        count, r = factor_pass(x, location, support=rows.support, token=token, k=1)
+        w, rank = factor_whitening(r, rows.factor / max(count - rows.ddof, 1.0), location)
+    else:
+        w, rank = whitening(cov, location)
     if rank < d:
         warnings.warn(
             f"the covariance has rank {rank} < {d} features (some features are linear "

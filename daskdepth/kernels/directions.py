@@ -6,7 +6,18 @@ import numpy as np
 
 
 def uniform_sphere(rng: np.random.RandomState, m: int, r: int) -> np.ndarray:
-    """``m`` independent directions uniform on the unit sphere of R^r."""
+    """``m`` independent directions uniform on the unit sphere of R^r (``r >= 1``).
+
+    Examples
+    --------
+    >>> uniform_sphere(np.random.RandomState(0), 2, 0)
+    Traceback (most recent call last):
+    ...
+    ValueError: no directions on the sphere of R^0: the principal subspace is empty
+    """
+    if r < 1:  # a zero-length row never gets a nonzero norm: refuse, do not redraw
+        raise ValueError(f"no directions on the sphere of R^{r}: the principal subspace is "
+                         "empty")
     u = rng.standard_normal((m, r))
     norms = np.linalg.norm(u, axis=1, keepdims=True)
     while (norms == 0).any():  # pragma: no cover - probability zero

@@ -167,3 +167,50 @@ def support_moments(x: np.ndarray, d2: np.ndarray, h: int, base: Moments | None 
     if n_less < r:
         out = merge_weighted(out, moments_of(x, eq), (r - n_less) / int(eq.sum()))
     return out, t
+
+
+def chunk_factor(x: np.ndarray, location: np.ndarray,
+                 keep: np.ndarray | None = None) -> tuple[float, np.ndarray]:
+    """Count and ``R`` factor (d x d) of the finite rows of a chunk minus ``location``.
+
+    ``R`` is upper triangular with a non-negative diagonal and ``R^T R`` is the
+    scatter of the rows about ``location``; unlike the scatter, it has the
+    condition number of the centred rows, not its square.  ``keep`` selects
+    rows among the finite ones.  Merge with :func:`merge_factors`.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 2.0], [3.0, 1.0], [2.0, 3.0], [np.nan, 0.0]])
+    >>> n, r = chunk_factor(x, np.array([2.0, 2.0]))
+    >>> n, bool(np.allclose(r.T @ r, [[2.0, -1.0], [-1.0, 2.0]]))
+    (3.0, True)
+    """
+    x = np.asarray(x, dtype=np.float64)
+    d = x.shape[1]
+    rows = np.isfinite(x).all(axis=1)
+    if keep is not None:
+        rows[rows] = keep
+    z = x[rows] - location
+    return float(z.shape[0]), _square_factor(z, d)
+
+
+def merge_factors(*parts: tuple[float, np.ndarray]) -> tuple[float, np.ndarray]:
+    """Count and ``R`` of the union of rows: the ``R`` of the stacked ``R`` factors.
+
+    (The rows of a chunk and its ``R`` have the same scatter about a common
+    location, so a QR of the stacked factors is a QR of all the rows.)
+    """
+    if len(parts) == 1:
+        return parts[0]
+    return (float(sum(p[0] for p in parts)),
+            _square_factor(np.vstack([p[1] for p in parts]), parts[0][1].shape[1]))
+
+
+def _square_factor(z: np.ndarray, d: int) -> np.ndarray:
+    """``R`` (d x d, zero rows below the rank of a short ``z``) with a non-negative diagonal."""
+    out = np.zeros((d, d))
+    if z.shape[0]:
+        r = np.linalg.qr(z, mode="r")
+        out[:r.shape[0]] = r
+    sign = np.where(np.diag(out) < 0, -1.0, 1.0)
+    return out * sign[:, None]

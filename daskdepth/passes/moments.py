@@ -1,4 +1,5 @@
-"""The moments pass: count, mean, scatter, non-finite rows and a keyed row sample, in one pass."""
+"""The moments pass (count, mean, scatter, non-finite rows and a keyed row sample, in one
+pass), and the factor pass (the ``R`` of the centred rows, for ill-conditioned covariances)."""
 
 from __future__ import annotations
 
@@ -7,10 +8,21 @@ from dataclasses import dataclass
 import dask
 import dask.array as da
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 from ..errors import MAX_BAD_ROWS
+from ..kernels.frame import Support
 from ..kernels.hashing import keyed_sample
-from ..kernels.moments import Moments, add_dd, chunk_moments, column_sums_dd, merge_moments
+from ..kernels.moments import (
+    Moments,
+    add_dd,
+    chunk_factor,
+    chunk_moments,
+    column_sums_dd,
+    merge_factors,
+    merge_moments,
+)
+from ..kernels.selection import chunk_distances
 from ..runtime.client import phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
@@ -75,3 +87,35 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> Chu
     with phase("moments"):
         (result,) = dask.compute(out)
     return result
+
+
+def factor_pass(x: da.Array, location: np.ndarray, *, support: Support | None = None,
+                token: str, k: int = 0) -> tuple[float, np.ndarray]:
+    """One pass: count and ``R`` factor of the finite rows minus ``location`` (tall-skinny QR).
+
+    Each chunk's ``R`` is merged up a tree by QR of the stacked factors
+    (:func:`daskdepth.kernels.moments.merge_factors`); ``support`` restricts the
+    rows to those a covariance is computed from.  Its condition number is the
+    rows', so it decides the rank and whitens where the covariance (whose
+    condition number is the square) cannot.  ``k`` numbers the factor passes of
+    one fit (keys ``daskdepth-qr-<token>-<k>``).
+    """
+    blocks, _ = row_blocks(x)
+    out = reduce_chunks(blocks, _factor_chunk, merge_factors, key=(key_name("qr", token, k),),
+                        merge_key=key_name("merge", token, "qr", k),
+                        args=(np.ascontiguousarray(location), support))
+    # Chunk QRs already run in parallel: BLAS threads in each only contend (a pass of
+    # 300,000 x 40 rows took 2.4 s with them, 0.4 s without, on 2 cores).
+    with phase("factor"), threadpool_limits(limits=1, user_api="blas"):
+        (result,) = dask.compute(out)
+    return result
+
+
+def _factor_chunk(x: np.ndarray, location: np.ndarray,
+                  support: Support | None) -> tuple[float, np.ndarray]:
+    x = np.asarray(x, dtype=np.float64)
+    keep = None
+    if support is not None:
+        finite = x[np.isfinite(x).all(axis=1)]
+        keep = chunk_distances(finite, support.location, support.whitening) < support.threshold
+    return chunk_factor(x, location, keep)

@@ -19,6 +19,7 @@ VERBS: dict[str, str] = {
     "cstep": "MCD: concentration steps over all rows (exact selection of the support)",
     "weigh": "MCD: the reweighting pass",
     "gauge": "Ledoit-Wolf: the fourth-moment pass",
+    "qr": "the R factor of the centred rows (tall-skinny QR) where the covariance looks singular",
     "frame": "AI-IRW's invariant frame: whitened covariance and fourth moments",
     "pick": "the row sample (centred), shared by the pilot or sort tasks",
     "pilot": "leaf keys planned from the row sample, per direction block",
