@@ -50,6 +50,8 @@ PHASES: dict[str, tuple[str, bool]] = {
               True),
     "reweight": ("MCD: the reweighting pass", True),
     "shrinkage": ("Ledoit-Wolf: the fourth-moment pass", True),
+    "factor": ("the R factor of the centred rows (tall-skinny QR), where the covariance's "
+               "rank test drops a direction", True),
     "frame": ("AI-IRW's invariant frame: whitened covariance and fourth moments", True),
     "pool": ("halfspace mass: the row sample its subsamples are drawn from", True),
     "exact": ("in memory: sorted projections of every row, per direction block", False),
