@@ -11,7 +11,8 @@ depths of ``X`` and of ``Y`` (1 for an exactly invariant depth).  Usage::
     python benchmarks/bench_invariance.py [--data breast_cancer | satimage-2 | musk | PATH.npz]
         [--cond 1e2,1e4,1e6,1e8] [--n-directions M] [--covariance sample | mcd]
 
-The ODDS sets are read from ``/work/shared/data/odds/<name>.npz`` (key ``X``).
+The ODDS sets are read from ``../shared/data/odds/<name>.npz`` beside the checkout (key ``X``;
+``DASKDEPTH_ODDS`` names another folder).
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ from scipy.stats import kendalltau
 
 import daskdepth
 
-ODDS = "/work/shared/data/odds"
+ODDS = os.environ.get(
+    "DASKDEPTH_ODDS", os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..",
+                                   "shared", "data", "odds"))
 
 
 def load(name: str) -> np.ndarray:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import dask.array as da
 import numpy as np
@@ -76,8 +77,11 @@ def make_chunked():
     return chunked
 
 
-#: The shared ODDS data sets (``.npz`` with ``X`` and ``y``), where present.
-ODDS = "/work/shared/data/odds"
+#: The shared ODDS data sets (``.npz`` with ``X`` and ``y``), where present: ``shared/``
+#: beside the checkout (as CI lays it out), else the development machines' copy.
+ODDS = next((str(p) for p in (Path(__file__).resolve().parents[2] / "shared/data/odds",
+                               Path("/work/shared/data/odds")) if p.is_dir()),
+            "/work/shared/data/odds")
 HAS_ODDS = os.path.exists(f"{ODDS}/musk.npz") and os.path.exists(f"{ODDS}/satimage-2.npz")
 
 
@@ -102,3 +106,17 @@ def mapped_data_set(name: str, cond: float) -> tuple[np.ndarray, np.ndarray]:
     s = np.linalg.svd(y - y.mean(axis=0), compute_uv=False)
     assert s[0] / s[-1] < 1 / (np.sqrt(y.shape[0]) * np.finfo(float).eps)
     return x, y
+
+
+#: Test modules that start process clusters, subprocesses or notebook kernels: left out of the
+#: quick subset for the inner loop, ``python -m pytest -m "not slow and not heavy"``.
+HEAVY_MODULES = frozenset({
+    "test_cluster", "test_tls", "test_notebooks", "test_setup", "test_scaleout", "test_shards",
+    "test_placement", "test_schedulers", "test_deploy", "test_cli", "test_store_files",
+})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        if item.path.stem in HEAVY_MODULES:
+            item.add_marker(pytest.mark.heavy)

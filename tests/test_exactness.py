@@ -10,6 +10,7 @@ import pytest
 from conftest import (
     DISTRIBUTED_ROWS,
     IN_MEMORY_ROWS,
+    ODDS,
     cauchy_data,
     chunked,
     gaussian_data,
@@ -19,7 +20,7 @@ from oracle import exact_depth, exact_depth_of_model
 
 import daskdepth
 
-SMTP = Path("/work/shared/data/odds/smtp.npz")
+SMTP = Path(ODDS) / "smtp.npz"
 MAKERS = {"gaussian": gaussian_data, "cauchy": cauchy_data, "ties": tie_data}
 MODELS = {"ai-irw": daskdepth.AIIRW, "irw": daskdepth.IRW}
 #: Slack for floating-point rounding of the depth sums.

@@ -15,7 +15,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
-from conftest import DISTRIBUTED_ROWS, IN_MEMORY_ROWS, chunked, gaussian_data, tie_data
+from conftest import DISTRIBUTED_ROWS, IN_MEMORY_ROWS, ODDS, chunked, gaussian_data, tie_data
 from distributed import Client, LocalCluster
 from hypothesis import given
 from hypothesis import strategies as st
@@ -32,7 +32,7 @@ from daskdepth.summary.leaves import BlockLeaves
 from daskdepth.summary.sorted import BlockSorted
 
 MODELS = {"ai-irw": daskdepth.AIIRW, "irw": daskdepth.IRW}
-MUSK = "/work/shared/data/odds/musk.npz"
+MUSK = f"{ODDS}/musk.npz"
 
 
 def _fit(depth: str, x, **kw):
