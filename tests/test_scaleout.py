@@ -20,6 +20,7 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import zarr
 from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
 from distributed import Client, LocalCluster, wait
 
@@ -188,3 +189,39 @@ def test_worker_lost_mid_count_gives_the_same_result():
     np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))
     for a, b in zip(base.summary_.blocks, model.summary_.blocks, strict=True):
         np.testing.assert_array_equal(a.table, b.table)
+
+
+def test_copied_scoring_runs_where_the_rows_are(cluster, tmp_path):
+    """Each row chunk is scored on its worker, reading that worker's copy: same bits."""
+    x = gaussian_data(60_000, 3, seed=14)
+    zarr.create_array(str(tmp_path / "x.zarr"), data=x, chunks=(6_000, 3))
+    with dask.config.set(scheduler="threads"):
+        model = _fit(chunked(x, 20_000))
+        base = model.score_samples(x)
+        base_depth, base_std = model.score_samples(x, return_std=True)
+    with Client(cluster) as client:
+        xp = chunked(x, 5_000).persist()
+        wait(xp)
+        before = len(PhaseTraffic(client)._all())
+        depth = model.score_samples(xp)
+        assert depth.chunks == xp.chunks[:1]
+        # Each chunk's task is placed on the worker holding the chunk.
+        held = client.who_has(client.futures_of(xp))
+        placed_on = {}
+        for layer in depth.dask.layers.values():
+            for key in layer.keys():
+                if isinstance(key, tuple) and key[0] == depth.name:
+                    placed_on[key[1]] = (layer.annotations or {}).get("workers")
+        assert sorted(placed_on) == list(range(xp.numblocks[0]))
+        for i, key in enumerate(dask.core.flatten(xp.__dask_keys__())):
+            assert placed_on[i] and placed_on[i][0] in held[key], (i, placed_on[i])
+        got = depth.persist()  # kept on the workers: only the scoring's own transfers
+        wait(got)
+        moved = {name for name, _ in PhaseTraffic(client)._all()[before:]}
+        assert xp.name not in moved, moved
+        np.testing.assert_array_equal(got.compute(), base)
+        # Chunks read from a store are read by the task that scores them.
+        xs = da.from_zarr(str(tmp_path / "x.zarr"))
+        d, s = model.score_samples(xs, return_std=True)
+        np.testing.assert_array_equal(d.compute(), base_depth)
+        np.testing.assert_array_equal(s.compute(), base_std)

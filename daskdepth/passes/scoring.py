@@ -3,7 +3,9 @@
 Under a local scheduler: one task per row chunk, reading the whole summary
 (one graph key shared by reference).  On a cluster, a summary small enough
 (:func:`daskdepth.runtime.memory.shard_summary`) is copied to every worker and
-read the same way; a larger depth summary is sharded by direction block
+each row chunk is scored by one task on the worker that holds it (persisted)
+or reads it (a cheap read of its own), from that worker's own copy; a larger
+depth summary is sharded by direction block
 (:mod:`daskdepth.runtime.shards`): each row chunk is
 prepared once (centred, duplicates merged; read in its turn, see
 :mod:`daskdepth.runtime.reads`), scored by one task per shard (the blocks one
@@ -35,7 +37,17 @@ from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.memory import shard_summary
 from ..runtime.reads import ChunkRead, chunk_reads, gate, passed
-from ..runtime.shards import ClusterBlock, graph_ref, hold, on_worker, placed, shards
+from ..runtime.shards import (
+    ClusterBlock,
+    RowGroup,
+    graph_ref,
+    hold,
+    local_copies,
+    on_worker,
+    placed,
+    row_groups,
+    shards,
+)
 from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
@@ -245,6 +257,52 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
                     meta=np.empty((0,), dtype=np.float64))
 
 
+# --------------------------------------------------------------------------- copied
+
+
+def _score_read(chunk: Any, summary: Any, statistic: str, raise_nan: bool,
+                start: float) -> np.ndarray:
+    """A row chunk (read here if it is a :class:`ChunkRead`) scored with the whole summary."""
+    x = np.asarray(chunk() if isinstance(chunk, ChunkRead) else chunk, dtype=np.float64)
+    valid = _check_rows(x, raise_nan, start)
+    if statistic == "std":
+        return np.column_stack(summary.depth_and_std(x, valid))
+    return getattr(summary, statistic)(x, valid)
+
+
+def _score_where_rows_are(x: da.Array, ref: Any, statistic: str, raise_nan: bool, token: str,
+                          rows: list[RowGroup], reads: list[ChunkRead] | None) -> da.Array:
+    """A summary copied to every worker, each row chunk scored on the worker that holds it.
+
+    Dask would place a chunk's task by its inputs' bytes, and the summary
+    outweighs a chunk: until every worker holds a copy (dask's memory manager
+    drops the extra replicas of a broadcast object in the meantime), chunks
+    would travel to the summary.  Here each task reads its worker's own key of
+    the summary (:func:`~daskdepth.runtime.shards.local_copies`) and runs where
+    its chunk is (a persisted chunk's worker, or where it is read: ``reads``).
+    The same function of the same values as the map over the chunks: the same bits.
+    """
+    local = local_copies([ref], [g.worker for g in rows], key_name("share", token, "at"))
+    owner = {i: g.worker for g in rows for i in g.chunks}
+    chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
+    std = statistic == "std"
+    name = key_name("score", token, "std") if std else key_name("score", token)
+    finals = []
+    for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
+        with on_worker(owner[i]):
+            finals.append(delayed(_score_read, pure=True)(
+                chunk, local[owner[i]][0], statistic, raise_nan, start,
+                dask_key_name=(name, i, 0) if std else (name, i)))
+    merged = HighLevelGraph.merge(*[f.dask for f in finals])
+    graph = HighLevelGraph({**merged.layers, name: MaterializedLayer({})},
+                           {**merged.dependencies, name: set(merged.layers)})
+    if std:
+        return da.Array(graph, name, chunks=(x.chunks[0], (2,)), dtype=np.float64,
+                        meta=np.empty((0, 0), dtype=np.float64))
+    return da.Array(graph, name, chunks=(x.chunks[0],), dtype=np.float64,
+                    meta=np.empty((0,), dtype=np.float64))
+
+
 # --------------------------------------------------------------------------- entry point
 
 
@@ -293,6 +351,13 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
         # Computed directly, the arrays keep their shard tasks on the shards' workers.
         return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
     ref = _local_summary(summary, token)
+    reads = chunk_reads(x) if active_client() is not None else None
+    rows = (row_groups(x, gated=reads is not None)
+            if active_client() is not None and not np.isnan(x.shape[0]) and x.shape[0] else None)
+    if rows:  # rows scored where they are, each worker reading its own copy
+        out = placed(_score_where_rows_are(x, ref, "std" if std else statistic, raise_nan,
+                                           token, rows, reads))
+        return (placed(out[:, 0]), placed(out[:, 1])) if std else out
     if not std:
         return x.map_blocks(
             _score_chunk, ref, statistic, raise_nan, drop_axis=1, dtype=np.float64,
