@@ -394,11 +394,18 @@ def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
     block) would fetch the object again; a task reading the worker's own key
     never does.  A lost worker's keys are computed again from another replica.
     """
+    client = active_client()
     out: dict[str | None, list[Any]] = {}
     for w, worker in enumerate(dict.fromkeys(workers)):
         with on_worker(worker):
-            out[worker] = [delayed(_same, pure=True)(ref, dask_key_name=(name, w, i))
-                           for i, ref in enumerate(refs)]
+            tasks = [delayed(_same, pure=True)(ref, dask_key_name=(name, w, i))
+                     for i, ref in enumerate(refs)]
+        if client is not None and worker is not None:
+            # Submitted at once: the memory manager drops a broadcast's replicas that
+            # no task waits for, every few seconds, and the pass's own graph comes later.
+            keep_placed(client)
+            tasks = client.compute(tasks, workers=[worker], allow_other_workers=True)
+        out[worker] = tasks
     return out
 
 
