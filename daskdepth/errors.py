@@ -82,6 +82,13 @@ def nan_rows_message(count: int, first_rows: Sequence[int], what: str = "input",
             f"{describe_rows(first_rows, count)}); drop them or {fix}")
 
 
+#: The covariance (or the rows' factor) of the reference data overflows float64.
+OVERFLOW_MESSAGE = (
+    "the covariance of the reference data overflows float64: the values are too large in scale "
+    "(squares above 1e308); rescale the features, e.g. divide them by a common factor"
+)
+
+
 def rounding_rank_message(location: float, spread: float) -> str:
     """The one wording of "the data vary only within the rounding of their values" (rank 0).
 

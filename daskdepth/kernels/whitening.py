@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
-from ..errors import rounding_rank_message
+from ..errors import OVERFLOW_MESSAGE, rounding_rank_message
 
 #: Eigenvalues of a correlation matrix below ``EXACT_FIT_RTOL * p`` times the largest
 #: count as zero in the C-steps (an exact fit): rounding level, as ``pinvh``.
@@ -243,11 +243,7 @@ def whitening(covariance: np.ndarray,
     cov = np.asarray(covariance, dtype=np.float64)
     d = cov.shape[0]
     if not np.isfinite(cov).all():
-        raise ValueError(
-            "the covariance of the reference data overflows float64: the values are too large "
-            "in scale (squares above 1e308); rescale the features, e.g. divide them by a "
-            "common factor"
-        )
+        raise ValueError(OVERFLOW_MESSAGE)
     if not (np.diag(cov) > 0).any():
         raise ValueError(
             "the covariance of the reference data is zero: every feature is constant, so "
@@ -412,10 +408,7 @@ def factor_whitening(r: np.ndarray, scale: float,
     r = np.asarray(r, dtype=np.float64)
     d = r.shape[1]
     if not np.isfinite(r).all():
-        raise ValueError(
-            "the covariance of the reference data overflows float64: the values are too large "
-            "in scale; rescale the features, e.g. divide them by a common factor"
-        )
+        raise ValueError(OVERFLOW_MESSAGE)
     loc = np.zeros(d) if location is None else np.asarray(location, dtype=np.float64)
     norms = np.sqrt(np.einsum("ij,ij->j", r, r))
     live = norms > 0
