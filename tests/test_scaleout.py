@@ -20,11 +20,13 @@ import dask
 import dask.array as da
 import numpy as np
 import pytest
+import xarray as xr
 import zarr
 from conftest import DISTRIBUTED_ROWS, chunked, gaussian_data
 from distributed import Client, LocalCluster, wait
 
 import daskdepth
+from daskdepth.cli import main
 from daskdepth.runtime.client import listen_to_phases
 from daskdepth.runtime.keys import task_prefix
 from daskdepth.runtime.shards import RowGroup, fold_homes, row_groups
@@ -225,3 +227,26 @@ def test_copied_scoring_runs_where_the_rows_are(cluster, tmp_path):
         d, s = model.score_samples(xs, return_std=True)
         np.testing.assert_array_equal(d.compute(), base_depth)
         np.testing.assert_array_equal(s.compute(), base_std)
+
+
+def test_command_line_job_scored_where_the_rows_are(tmp_path, capsys):
+    """The demo's job (depth and outlier flags written to Zarr) on a cluster."""
+    out = tmp_path / "demo.zarr"
+    assert main(["demo", "--rows", "100000", "--out", str(out), "--picture",
+                 str(tmp_path / "demo.png")]) == 0  # its own local cluster
+    text = capsys.readouterr().out
+    assert float(text.split("AUROC:")[1].split()[0]) > 0.95
+    with xr.open_zarr(str(out)) as ds:
+        assert ds["depth"].shape == (100_000,) and int(ds["outlier"].sum()) > 0
+
+
+def test_command_line_job_with_a_sharded_summary(tmp_path, capsys, monkeypatch):
+    """The same job with the summary sharded: its placed scores are written with the flags."""
+    import daskdepth.runtime.memory
+
+    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)
+    out = tmp_path / "demo.zarr"
+    assert main(["demo", "--rows", "100000", "--out", str(out), "--picture",
+                 str(tmp_path / "demo.png")]) == 0
+    with xr.open_zarr(str(out)) as ds:
+        assert ds["depth"].shape == (100_000,) and int(ds["outlier"].sum()) > 0

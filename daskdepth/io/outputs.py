@@ -56,7 +56,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
     fixed = {}
     for name, var in ds.variables.items():
         if isinstance(var.data, da.Array) and var.ndim == 1:
-            fixed[name] = xr.Variable(var.dims, uniform_chunks(var.data), var.attrs)
+            fixed[name] = xr.Variable(var.dims, uniform_chunks(_plain(var.data)), var.attrs)
     data_vars = {k: v for k, v in fixed.items() if k in ds.data_vars}
     coords = {k: v for k, v in fixed.items() if k in ds.coords and k not in ds.indexes}
     ds = ds.assign(data_vars).assign_coords(coords)
@@ -68,6 +68,18 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
                              zarr_format=3, write_empty_chunks=True)
         (compute or dask.compute)(delayed)
     check_complete(path, ds)
+
+
+def _plain(x: da.Array) -> da.Array:
+    """``x`` as a plain dask array (same graph): xarray refuses to write arrays of mixed types.
+
+    Scores placed on the workers that hold their summary's blocks come as a
+    subclass that keeps its placement when computed; the write runs with
+    fusion off (``keep_placement``), which keeps it as well.
+    """
+    if type(x) is da.Array:
+        return x
+    return da.Array(x.dask, x.name, x.chunks, meta=x._meta)
 
 
 def check_complete(path: str | os.PathLike[str], ds: xr.Dataset) -> None:
