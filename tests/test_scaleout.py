@@ -160,7 +160,11 @@ def test_worker_lost_mid_count_gives_the_same_result():
     killed: list[str] = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as lc, Client(lc) as client:
-        xd = da.from_array(x, chunks=(10_000, 2))  # read by tasks: recomputable
+        # Persisted (so the count is folded where the chunks are); a lost chunk is
+        # recomputed from the array.
+        xd = da.from_array(x, chunks=(10_000, 2)).persist()
+        wait(xd)
+        assert row_groups(xd, gated=False), "the count would not be folded"
         pids = client.run(os.getpid)
 
         def kill_once_counting() -> None:

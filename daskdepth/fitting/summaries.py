@@ -421,19 +421,27 @@ class Folded(NamedTuple):
     lay: Layout
 
 
-def _folded_layout(x: da.Array, lay: Layout, token: str, gated: bool) -> Folded:
-    """Row groups of ``x`` when the pass's blocks are copied to every worker of a cluster.
+def _pass_layout(x: da.Array, blocks: list[Any], token: str, gated: bool) -> Folded:
+    """How a leaf pass reads ``blocks``: folded where the rows are, or per shard.
 
-    Each block is then finished on its home worker (:func:`fold_homes`), from that
-    worker's own key of it (:func:`local_copies`), as the fold's tasks read it.
+    Blocks held here, on a cluster, are copied to every worker (a summary too
+    small to shard), and the pass folds the row chunks where they are
+    (:func:`row_groups`; ``gated``: the chunks are read in their turn).  Each
+    worker reads its own key of every block (:func:`local_copies`), made from
+    a key of the graph rather than a scattered object, so that a lost
+    worker's keys are computed again; each block is finished on its home
+    worker (:func:`fold_homes`).  Otherwise :func:`_shard_layout`.
     """
-    rows = row_groups(x, gated) if lay.groups is None and lay.refs else None
+    copied = (bool(blocks) and active_client() is not None
+              and not any(is_handle(b) for b in blocks))
+    rows = row_groups(x, gated) if copied else None
     if not rows:
-        return Folded(None, None, lay)
-    homes = fold_homes(rows, len(lay.refs))
-    local = local_copies(lay.refs, [g.worker for g in rows], key_name("bin", token, "at"))
-    refs = [local[h][i] for i, h in enumerate(homes)]
-    return Folded(rows, local, lay._replace(refs=refs, workers=homes))
+        return Folded(None, None, _shard_layout(blocks, token))
+    refs = [graph_ref(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
+    homes = fold_homes(rows, len(blocks))
+    local = local_copies(refs, [g.worker for g in rows], key_name("bin", token, "at"))
+    return Folded(rows, local, Layout([local[h][i] for i, h in enumerate(homes)], None, False,
+                                      homes))
 
 
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
@@ -443,7 +451,7 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
     freed once its finished block is computed): the caller drops them.
     """
-    fold = _folded_layout(x, _shard_layout(blocks, token), token, shared.reads is not None)
+    fold = _pass_layout(x, blocks, token, shared.reads is not None)
     lay = fold.lay
     outs = histogram_graph(x, location, shared.directions,
                            [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
@@ -475,8 +483,7 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         return blocks, 0
     cap = leaf_cap(n, tol)
     chosen = [blocks[i] for i in todo]
-    fold = _folded_layout(x, _shard_layout(chosen, f"{token}.refine"), f"{token}.refine",
-                          shared.reads is not None)
+    fold = _pass_layout(x, chosen, f"{token}.refine", shared.reads is not None)
     lay = fold.lay
     wanted = []
     for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):

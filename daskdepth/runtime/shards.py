@@ -387,25 +387,28 @@ def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
                  name: str) -> dict[str | None, list[Any]]:
     """For each worker, tasks on it that hold ``refs`` (objects copied to every worker).
 
-    Each task returns its input, which the worker already holds: no copy, and
-    a key of its own with one replica there.  Dask's memory manager drops the
-    extra replicas of a broadcast object once few tasks still wait for it, so
-    a pass's later tasks on a worker (the end of a fold, the finishing of a
-    block) would fetch the object again; a task reading the worker's own key
-    never does.  A lost worker's keys are computed again from another replica.
+    Each task returns its input once it is on the worker (no copy there), as
+    a key of its own with one replica.  Dask's memory manager drops the extra
+    replicas of an object once few tasks still wait for it, so a pass's later
+    tasks on a worker (the end of a fold, the finishing of a block) would
+    fetch the object again; a task reading the worker's own key never does.
+    With ``refs`` keys of the graph (not scattered objects), a lost worker's
+    keys are computed again.
     """
     client = active_client()
     out: dict[str | None, list[Any]] = {}
     for w, worker in enumerate(dict.fromkeys(workers)):
         with on_worker(worker):
-            tasks = [delayed(_same, pure=True)(ref, dask_key_name=(name, w, i))
-                     for i, ref in enumerate(refs)]
-        if client is not None and worker is not None:
-            # Submitted at once: the memory manager drops a broadcast's replicas that
-            # no task waits for, every few seconds, and the pass's own graph comes later.
-            keep_placed(client)
-            tasks = client.compute(tasks, workers=[worker], allow_other_workers=True)
-        out[worker] = tasks
+            out[worker] = [delayed(_same, pure=True)(ref, dask_key_name=(name, w, i))
+                           for i, ref in enumerate(refs)]
+    if client is not None:
+        # Submitted at once, in one graph (each object sent once): the memory manager
+        # drops replicas no task waits for, and the pass's own graph comes later.
+        keep_placed(client)
+        flat = client.compute([t for tasks in out.values() for t in tasks])
+        k = 0
+        for worker, tasks in out.items():
+            out[worker], k = flat[k:k + len(tasks)], k + len(tasks)
     return out
 
 
