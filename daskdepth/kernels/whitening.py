@@ -210,6 +210,21 @@ def _rounding_message(sd: np.ndarray, location: np.ndarray) -> str:
     return rounding_rank_message(float(location[k]), float(sd[k]))
 
 
+def _complement(live: np.ndarray, sd: np.ndarray, split: RankSplit) -> np.ndarray:
+    """Orthonormal basis of the complement of the null space, in input coordinates.
+
+    The null space is spanned by the constant features (not ``live``) and
+    ``S^-1`` times the null directions of ``split`` (correlation coordinates).
+    """
+    d = live.size
+    null = [np.eye(d)[:, k] for k in np.flatnonzero(~live)]
+    for u in split.vectors[:, ~split.keep].T:
+        v = np.zeros(d)
+        v[live] = u / sd[live]
+        null.append(v)
+    return scipy.linalg.null_space(np.array(null))
+
+
 def _live_split(cov: np.ndarray, location: np.ndarray, d: int,
                 extra: float = 0.0) -> tuple[np.ndarray, np.ndarray, RankSplit, np.ndarray]:
     """Standard deviations, live features, their correlation and its :class:`RankSplit`.
@@ -268,12 +283,7 @@ def whitening(covariance: np.ndarray,
     # features and S^-1 times the null directions of the correlation matrix.
     # Whitening within its orthogonal complement Q gives W W^T = covariance^+ and
     # directions orthogonal to the null space, as the principal-subspace recipe says.
-    null = [np.eye(d)[:, k] for k in np.flatnonzero(~live)]
-    for u in split.vectors[:, ~split.keep].T:
-        v = np.zeros(d)
-        v[live] = u / sd[live]
-        null.append(v)
-    q = scipy.linalg.null_space(np.array(null))
+    q = _complement(live, sd, split)
     sub = q.T @ cov @ q
     sub_sd = np.sqrt(np.clip(np.diag(sub), 0, None))
     corr = sub / np.outer(np.where(sub_sd > 0, sub_sd, 1.0), np.where(sub_sd > 0, sub_sd, 1.0))
@@ -432,12 +442,7 @@ def factor_whitening(r: np.ndarray, scale: float,
     if live.all() and split.keep.all():
         _, s, vt = np.linalg.svd(rt)
         return (vt.T / s) / sd[:, None], d
-    null = [np.eye(d)[:, k] for k in np.flatnonzero(~live)]
-    for u in split.vectors[:, ~split.keep].T:
-        v = np.zeros(d)
-        v[live] = u / sd[live]
-        null.append(v)
-    q = scipy.linalg.null_space(np.array(null))
+    q = _complement(live, sd, split)
     # Whitening within the complement Q: the singular vectors of R Q, in its correlation scale.
     rq = (rt * sd[live]) @ q[live]
     sub_sd = np.sqrt(np.einsum("ij,ij->j", rq, rq))

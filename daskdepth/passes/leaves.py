@@ -183,10 +183,6 @@ class _InPlaceLink:
             for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
 
 
-def _collected_block(result: tuple, k: int) -> Collected:
-    return result[k].collected()
-
-
 class _ShardTask:
     """One task of a leaf pass: a row chunk against a shard's blocks, in block order.
 
@@ -243,7 +239,7 @@ class _Chain(NamedTuple):
             return cls(task, False, operator.getitem)
         # Collected values are picked out of their buffers.
         return cls(_InPlaceLink(add), True,
-                   _collected_block if add is _collect_into else operator.getitem)
+                   _collected_item if add is _collect_into else operator.getitem)
 
     def step(self, rows: Any, directions: Any, inputs: _GroupInputs, previous: Any, i: int,
              key: tuple) -> Delayed:
