@@ -1,4 +1,4 @@
-"""daskdepth: distributed AI-IRW, IRW, halfspace and half-space mass data depth on Dask.
+"""daskdepth: distributed AI-IRW, IRW, halfspace, half-space mass and projection depth on Dask.
 
 >>> import numpy as np, daskdepth
 >>> X = np.random.default_rng(0).normal(size=(200, 2))
@@ -15,8 +15,15 @@ from .errors import (
     CovarianceRankWarning,
     FitTooLargeError,
     FrameWarning,
+    InputError,
+    KernelCacheWarning,
+    MissingInputError,
+    ModelFormatError,
+    OutputError,
+    ParameterError,
     SummaryMemoryWarning,
     ToleranceWarning,
+    ZeroCovarianceError,
 )
 
 #: Public name -> (module, attribute).  Loaded on first use (PEP 562), so that
@@ -27,17 +34,21 @@ _LAZY = {
     "IRW": ("daskdepth.estimators", "IRW"),
     "Halfspace": ("daskdepth.estimators", "Halfspace"),
     "HalfspaceMass": ("daskdepth.estimators", "HalfspaceMass"),
+    "Projection": ("daskdepth.estimators", "Projection"),
     "score": ("daskdepth.estimators", "score"),
+    "outliers": ("daskdepth.estimators", "outliers"),
     "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
+    # Importable by name, not listed in __all__: a fitted model's summary_, not an entry point.
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
 }
 
-__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "DepthSummary", "FitTooLargeError",
-           "FrameWarning", "Halfspace", "HalfspaceMass",
-           "SummaryMemoryWarning", "ToleranceWarning", "__version__", "load",
-           "outlier_auroc", "score", "score_dataset"]
+__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "FitTooLargeError", "FrameWarning",
+           "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
+           "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
+           "Projection", "SummaryMemoryWarning", "ToleranceWarning", "ZeroCovarianceError",
+           "__version__", "load", "outlier_auroc", "outliers", "score", "score_dataset"]
 
 
 def __getattr__(name: str) -> object:

@@ -35,6 +35,25 @@ class FitTooLargeError(ValueError):
     """The fit's plan needs more memory than the workers or this machine have (refused up front)."""
 
 
+class ZeroCovarianceError(ValueError):
+    """The covariance of the reference rows is zero: every feature is constant (as stored)."""
+
+
+class ParameterError(ValueError):
+    """A parameter the chosen depth does not take, or does not take with the others given.
+
+    ``name`` and ``value`` are the parameter, ``depth`` the depth's name, ``why``
+    the reason and ``takers`` the depths that take it, so that the command line
+    can say the same with its option names.
+    """
+
+    def __init__(self, message: str, *, name: str = "", value: object = None, depth: str = "",
+                 why: str = "", takers: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.name, self.value, self.depth, self.why, self.takers = (name, value, depth, why,
+                                                                    takers)
+
+
 class InputError(ValueError):
     """The input store is missing, unreadable, or does not hold a usable 2-D array."""
 

@@ -26,6 +26,7 @@ from daskdepth.cli import build_parser, main
 from daskdepth.estimators import DEPTHS, make_estimator
 from daskdepth.estimators.params import DEPTH_NAMES
 from daskdepth.fitting.summaries import leaf_cap, refine_plan, wanted_leaves
+from daskdepth.summary.statistics import MIN
 
 SYNC = ["--scheduler", "synchronous"]
 #: Slack for floating-point rounding.
@@ -101,7 +102,7 @@ def test_refine_plan_brings_the_worst_direction_under_tol_for_the_minimum():
     # mean needs no split, the minimum needs that direction split.
     blocks = [_finished([ok / 4, ok / 4, ok / 4, 1.5 * ok], n, cap)]
     assert not refine_plan(blocks, n, tol)[0].any()
-    picks = refine_plan(blocks, n, tol, "min_depth")
+    picks = refine_plan(blocks, n, tol, MIN)
     assert picks[0].tolist() == [False, False, False, True]  # per direction
     wanted = wanted_leaves(blocks[0], picks[0], n, tol)  # then its heavy leaves
     assert wanted.mask.tolist() == [False, False, False, False, False, False, True, False]

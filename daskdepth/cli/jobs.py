@@ -304,7 +304,7 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
 def cmd_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth score INPUT --out OUTPUT``."""
     done = run_score(args, ui, argv)
-    ui.result(f"wrote the {done.model._depth_kind.upper()} depth of {done.rows:,} rows to "
+    ui.result(f"wrote the {str(done.model.depth_name).upper()} depth of {done.rows:,} rows to "
               f"{done.target} in {done.seconds:.1f} s (error bound "
               f"{done.model.error_bound_:.3g}){flagged_text(done.flagged, done.rows)}")
     return 0
@@ -327,9 +327,9 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
              f"{model.contamination:g})" if args.contamination is not None else
              "; no contamination given, so 'apply' writes outlier flags only with "
              "--contamination")
-    ui.result(f"saved the {model._depth_kind.upper()} model fitted on {model.n_samples_fit_:,} "
-              f"rows to {target} ({elapsed:.1f} s, error bound {model.error_bound_:.3g})"
-              f"{flags}")
+    ui.result(f"saved the {str(model.depth_name).upper()} model fitted on "
+              f"{model.n_samples_fit_:,} rows to {target} ({elapsed:.1f} s, error bound "
+              f"{model.error_bound_:.3g}){flags}")
     return 0
 
 
@@ -385,7 +385,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         attrs = _apply_attrs(model, source, args.model, document, argv)
         flagged = write_depth(run, model, source, out, contamination, attrs, std=args.std)
         target = out.commit()
-    ui.result(f"wrote the {model._depth_kind.upper()} depth of {source.shape[0]:,} rows to "
+    ui.result(f"wrote the {str(model.depth_name).upper()} depth of {source.shape[0]:,} rows to "
               f"{target} in {time.time() - start:.1f} s{flagged_text(flagged, source.shape[0])}")
     return 0
 
@@ -415,7 +415,7 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
     """A saved model in a few lines (loading it checks every array)."""
     model = load_model(path)
     lines = [f"daskdepth model {path}",
-             f"  estimator:      {document['estimator']} ({model._depth_kind})",
+             f"  estimator:      {document['estimator']} ({model.depth_name})",
              "  parameters:     " + ", ".join(f"{k}={v!r}" for k, v in
                                                model.get_params().items()),
              f"  fitted on:      {model.n_samples_fit_:,} rows x {model.n_features_in_} features",

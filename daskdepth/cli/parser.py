@@ -11,6 +11,7 @@ estimators.
 from __future__ import annotations
 
 import argparse
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -124,6 +125,15 @@ def _int_or_auto(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
 
+def only_auto() -> str:
+    """The depths whose ``n_directions`` takes 'auto'."""
+    from ..estimators import DEPTHS  # deferred, as in build_parser
+
+    return ", ".join(name for name, cls in DEPTHS.items()
+                     if any(getattr(c, "options", None) == {"auto"}
+                            for c in cls._parameter_constraints["n_directions"]))
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The ``daskdepth`` argument parser (subcommands score, fit, apply, info, demo).
 
@@ -139,7 +149,13 @@ def build_parser() -> argparse.ArgumentParser:
     # deferred: the estimators import Dask; importing the CLI must not (--version)
     from ..covariance.estimate import COVARIANCE_METHODS
     from ..estimators import DEPTHS, check_param
+    from ..estimators.params import DEFAULT_TOL, FRAMES
+    from ..estimators.registry import takers
     from ..runtime.client import LOCAL_SCHEDULERS
+
+    def only(name: str) -> str:
+        """The depths that take the parameter ``name``, as a help text's prefix."""
+        return ", ".join(takers(name))
 
     def param(name: str, convert: Callable[[str], Any], expected: str) -> Callable[[str], Any]:
         return _argument(convert, expected, lambda value: check_param(name, value))
@@ -169,46 +185,48 @@ def build_parser() -> argparse.ArgumentParser:
                               f"{DEFAULT_DASHBOARD}, this machine only; ':8787' for every "
                               "interface)")
 
+    # Options that set an estimator parameter default to None, passed on only when given:
+    # the defaults (and which depth takes which option) are the estimators'.
     fitting = argparse.ArgumentParser(add_help=False)
     fitting.add_argument("--depth", choices=tuple(DEPTHS), default="ai-irw",
                          help="depth notion (default: ai-irw)")
     fitting.add_argument("--n-directions", type=param("n_directions", _int_or_auto,
                                                       "an integer or 'auto'"),
                          metavar="M", help="number of random directions (default: 100 x "
-                                           "features, 1000 half-spaces for halfspace-mass; 'auto': "
-                                           "enough for a standard error of at most 0.005)")
-    fitting.add_argument("--covariance", choices=COVARIANCE_METHODS, default="sample",
-                         metavar="NAME",
-                         help="covariance estimate for AI-IRW (and halfspace with "
-                              "--affine-invariant): " + ", ".join(COVARIANCE_METHODS)
+                                           "features, 1000 half-spaces for halfspace-mass; 'auto' "
+                                           f"({only_auto()}): enough for a standard error of at "
+                                           "most 0.005)")
+    fitting.add_argument("--covariance", choices=COVARIANCE_METHODS, metavar="NAME",
+                         help=f"{only('covariance')}: covariance estimate of the whitening "
+                              "(with --affine-invariant where the depth has it): "
+                              + ", ".join(COVARIANCE_METHODS)
                               + " (default: sample; mcd is robust to outliers)")
-    fitting.add_argument("--affine-invariant", action="store_true",
-                         help="halfspace: draw the directions whitened by the covariance, as "
-                              "AI-IRW does")
+    fitting.add_argument("--affine-invariant", action="store_true", default=None,
+                         help=f"{only('affine_invariant')}: draw the directions whitened by the "
+                              "covariance, as AI-IRW does")
     fitting.add_argument("--subsample-size", type=param("subsample_size", int, "an integer"),
-                         metavar="PSI", help="halfspace-mass: rows per half-space's subsample "
-                                             "(default: 32)")
+                         metavar="PSI", help=f"{only('subsample_size')}: rows per half-space's "
+                                             "subsample (default: 32)")
     fitting.add_argument("--scope", type=param("scope", float, "a number"), metavar="LAMBDA",
-                         help="halfspace-mass: split points within LAMBDA times the "
+                         help=f"{only('scope')}: split points within LAMBDA times the "
                               "subsample's range around its middle (default: 0.5)")
     fitting.add_argument("--support-fraction", type=param("support_fraction", float, "a number"),
                          metavar="F",
                          help="share of rows in the raw MCD support, with --covariance mcd "
                               "(default: (n + d + 1) / 2n, as scikit-learn)")
-    fitting.add_argument("--tol", type=param("tol", float, "a number"), default=1e-4,
-                         metavar="T",
-                         help="certified bound on the depth error (default: 1e-4; 0: exact; "
-                              "not for halfspace-mass, which is exact)")
+    fitting.add_argument("--tol", type=param("tol", float, "a number"), metavar="T",
+                         help=f"{only('tol')}: certified bound on the depth error (default: "
+                              f"{DEFAULT_TOL:g}; 0: exact)")
     fitting.add_argument("--seed", type=param("random_state", int, "an integer seed"),
                          metavar="S", help="random seed (default: drawn at random and recorded)")
     nan_policy = argparse.ArgumentParser(add_help=False)
     nan_policy.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                             help="rows with NaN/inf: fail (raise, the default) or give them NaN "
                                  "depth (omit)")
-    fitting.add_argument("--frame", choices=("correlation", "invariant"), default="correlation",
-                         help="axes of the AI-IRW directions: 'invariant' makes the depth "
-                              "affine invariant at any number of directions, for one or two "
-                              "more passes (default: correlation)")
+    fitting.add_argument("--frame", choices=FRAMES,
+                         help=f"{only('frame')}: axes of the directions: 'invariant' makes the "
+                              "depth affine invariant at any number of directions, for one or "
+                              "two more passes (default: correlation)")
 
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--array", metavar="NAME",
@@ -308,29 +326,51 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+#: The options that set an estimator parameter: (option's attribute, parameter).
+ESTIMATOR_OPTIONS = (("n_directions", "n_directions"), ("covariance", "covariance"),
+                     ("support_fraction", "support_fraction"), ("tol", "tol"),
+                     ("nan_policy", "nan_policy"), ("frame", "frame"),
+                     ("affine_invariant", "affine_invariant"),
+                     ("subsample_size", "subsample_size"), ("scope", "scope"),
+                     ("contamination", "contamination"))
+
+
 def estimator_params(args: argparse.Namespace, seed: int | None) -> dict[str, Any]:
-    """The estimator parameters of the fitting options (those of one depth only when given)."""
-    params: dict[str, Any] = dict(n_directions=args.n_directions, covariance=args.covariance,
-                                  support_fraction=args.support_fraction, tol=args.tol,
-                                  random_state=seed, nan_policy=args.nan_policy or "raise",
-                                  frame=args.frame)
-    if args.contamination is not None:
-        params["contamination"] = args.contamination
-    # Options of one depth only, passed when given (make_estimator refuses them elsewhere).
-    if args.affine_invariant:
-        params["affine_invariant"] = True
-    for name in ("subsample_size", "scope"):
-        if getattr(args, name) is not None:
-            params[name] = getattr(args, name)
+    """The estimator parameters of the fitting options: only those given, and the seed.
+
+    The defaults are the estimators' own; :func:`daskdepth.estimators.make_estimator`
+    refuses an option the depth does not take.
+    """
+    params: dict[str, Any] = {"random_state": seed}
+    for option, name in ESTIMATOR_OPTIONS:
+        value = getattr(args, option, None)
+        if value is not None:
+            params[name] = value
     return params
+
+
+def cli_message(message: str) -> str:
+    """A parameter's message with the command line's option names.
+
+    Examples
+    --------
+    >>> cli_message("support_fraction=0.8 applies only with covariance='mcd'; pass "
+    ...             "affine_invariant=True")
+    '--support-fraction 0.8 applies only with --covariance mcd; pass --affine-invariant'
+    """
+    def option(match: re.Match[str]) -> str:
+        name, value = match.group(1).replace("_", "-"), match.group(3)
+        return f"--{name}" if value == "True" else f"--{name} {value}"
+    return re.sub(r"\b([a-z][a-z_]*)=('?)([^'\s,;:()]+)\2", option, message)
 
 
 def check_options(args: argparse.Namespace) -> None:
     """Refuse options that contradict each other (a ValueError says which and what to do).
 
     The fitting options must make an estimator
-    (:func:`daskdepth.estimators.make_estimator`), so that a combination the
-    depth cannot use is a usage error before any work.
+    (:func:`daskdepth.estimators.make_estimator`, which checks the depth's own
+    rules), so that a combination the depth cannot use is a usage error before
+    any work; its message is given with the option names.
 
     Examples
     --------
@@ -339,8 +379,8 @@ def check_options(args: argparse.Namespace) -> None:
     >>> check_options(args)
     Traceback (most recent call last):
     ...
-    ValueError: --covariance mcd does not apply to --depth irw (IRW does not whiten): leave \
-it out, or use --depth ai-irw
+    ValueError: --covariance mcd does not apply to --depth irw (IRW does not whiten); leave \
+it out or use --depth ai-irw or --depth halfspace or --depth projection
     """
     if args.command == "fit" and args.std:
         raise ValueError("--std does nothing for fit (a model holds no depths): pass --std to "
@@ -349,18 +389,14 @@ it out, or use --depth ai-irw
     depth = getattr(args, "depth", None)
     if depth is None:  # apply, info, demo: no fitting options
         return
-    covariance = args.covariance
-    if depth == "irw" and covariance != "sample":
-        raise ValueError(f"--covariance {covariance} does not apply to --depth irw (IRW does "
-                         "not whiten): leave it out, or use --depth ai-irw")
-    if args.support_fraction is not None and covariance != "mcd":
-        raise ValueError("--support-fraction applies to --covariance mcd only: add "
-                         "--covariance mcd, or leave --support-fraction out")
     # deferred: the estimators import Dask (build_parser has loaded them already)
+    from ..errors import ParameterError
     from ..estimators import make_estimator
 
     try:
         make_estimator(depth, **estimator_params(args, None))
+    except ParameterError as exc:
+        raise ValueError(cli_message(str(exc))) from None
     except TypeError as exc:
         raise ValueError(str(exc)) from None
 

@@ -13,25 +13,47 @@ from sklearn.base import BaseEstimator, OutlierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..fitting.fit import SAMPLE_SIZE, fit_depth
-from ..kernels.hashing import keyed_sample
+from ..errors import ZeroCovarianceError
+from ..fitting.fit import fit_depth
+from ..fitting.offset import SAMPLE_SIZE, offset_sample
 from ..passes.scoring import score_array
 from ..runtime.client import keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.progress import show_phases
 from ..storage.modelformat import save_model
+from ..summary.depth import DepthSummary
+from ..summary.statistics import MEAN, Statistic
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .params import check_param
 
 
 class DepthDetector(OutlierMixin, BaseEstimator):
-    """Base class of the depth outlier detectors: fit, scoring, labels, saving, display."""
+    """Base class of the depth outlier detectors: fit, scoring, labels, saving, display.
 
-    _depth_kind = "ai-irw"
-    #: The fitted summary's method that scores (:data:`daskdepth.summary.depth.STATISTICS`).
-    _statistic = "depth"
+    Each subclass owns its depth: the class attributes below say what it is
+    called and how it scores, its ``__init__`` and ``_parameter_constraints``
+    declare its parameters, and :meth:`_check_rules` the rules between them.
+    The registry (:mod:`daskdepth.estimators.registry`), ``score(depth=...)``,
+    the command line's ``--depth`` and the model files derive from them.
+    """
+
+    #: The name ``depth=`` and the command line's ``--depth`` take (None: not registered).
+    depth_name: str | None = None
+    #: How displays and messages name the depth.
+    display_name = "depth"
+    #: What the attributes of a depth output call it (netCDF's ``long_name``).
+    long_name = "depth"
+    #: The type of the fitted ``summary_``.
+    summary_type: type = DepthSummary
+    #: How the summary's per-direction values become a score (its bound, how parts combine).
+    _statistic: Statistic = MEAN
     #: What the display says of the covariance of a depth that does not whiten.
     _no_whitening = "none (IRW does not whiten)"
+    #: Fitted attributes that are copies of the summary's fields (attribute: field).
+    _summary_fields: dict[str, str] = {}
+    #: Why this depth does not take a parameter some other depth takes (by parameter; the
+    #: default reason: the estimator has no such parameter).
+    _why_not: dict[str, str] = {}
 
     #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
     _fitted_attributes: tuple[str, ...] = (
@@ -49,26 +71,38 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _whitens(self) -> bool:
         """Whether the directions are whitened by the covariance (affine invariance)."""
-        return self._depth_kind == "ai-irw"
+        return False
+
+    def _check_rules(self) -> None:
+        """Refuse parameters that are valid alone but not together (a ValueError says the fix).
+
+        Run by ``fit`` and by :func:`daskdepth.estimators.make_estimator` (so that
+        the one-call functions and the command line refuse them before any work).
+        """
+        self._covariance_spec()
 
     def _validate_params(self) -> None:
         # Run by scikit-learn's _fit_context: each of the subclass's _parameter_constraints,
-        # with the hint of what to pass instead.
+        # with the hint of what to pass instead, then the rules between them.
         for name, constraints in self._parameter_constraints.items():
             check_param(name, getattr(self, name), type(self).__name__, constraints)
+        self._check_rules()
+
+    def _error_bound(self, summary: Any) -> float:
+        """The certified bound of the scores of ``summary`` (``error_bound_``)."""
+        return summary.error_bound(self._statistic)
 
     def _fit(self, X: Any, sample_dim: Any = None) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy,
                         sample_dim=sample_dim)
         try:
             self._fit_model(data)
-        except ValueError as exc:
+        except ZeroCovarianceError as exc:
             # Zero covariance from 64-bit integers: float64 may have rounded them together
             # (a uint64 id or a nanosecond timestamp): say so instead of "constant".
             dtype = data.source_dtype
-            if "covariance of the reference data is zero" in str(exc) and \
-                    dtype.kind in "iu" and dtype.itemsize == 8:
-                raise ValueError(f"{exc}. {wide_integer_message(dtype, 'X')}") from exc
+            if dtype.kind in "iu" and dtype.itemsize == 8:
+                raise ZeroCovarianceError(f"{exc}. {wide_integer_message(dtype, 'X')}") from exc
             raise
         self.n_features_in_ = data.n_features
         if data.feature_names is not None:
@@ -80,7 +114,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     def _fit_model(self, data: Input) -> None:
         """Fit on the checked input and set the fitted attributes (all but the features')."""
         rng = check_random_state(self.random_state)
-        fitted = fit_depth(data.array, depth=self._depth_kind, n_directions=self.n_directions,
+        fitted = fit_depth(data.array, depth=self.depth_name, n_directions=self.n_directions,
                            covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
                            nan_policy=self.nan_policy, whiten=self._whitens(),
                            statistic=self._statistic,
@@ -98,7 +132,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
                 setattr(self, name, value)
             elif name in self.__dict__:  # from an earlier fit with another frame
                 delattr(self, name)
-        self.error_bound_ = fitted.summary.error_bound(self._statistic)
+        self.error_bound_ = self._error_bound(fitted.summary)
         self.n_passes_ = fitted.info.passes
         self.summary_ = fitted.summary
         self._sample_depth = fitted.sample_depth
@@ -111,7 +145,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _progress_label(self) -> str:
         """What the progress displays call a fit of this depth, e.g. ``fitting AI-IRW``."""
-        return f"fitting {self._depth_kind.upper()}"
+        return f"fitting {str(self.depth_name).upper()}"
 
     @_fit_context(prefer_skip_nested_validation=True)
     def fit(self, X: Any, y: Any = None, *, sample_dim: Any = None) -> DepthDetector:
@@ -294,7 +328,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
                     with keep_placement():
                         out = depth.persist()
                     values = out.map_blocks(
-                        _offset_sample, SAMPLE_SIZE / max(1, out.shape[0]), dtype=np.float64,
+                        offset_sample, SAMPLE_SIZE / max(1, out.shape[0]), dtype=np.float64,
                         chunks=((np.nan,) * out.numblocks[0],)).compute()
         self.offset_ = float(np.nanpercentile(values, 100 * self.contamination))
         return data.wrap(_labels(out - self.offset_), name="label")
@@ -370,7 +404,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
                 f'</details></div>')
 
     def _display_name(self) -> str:
-        return DISPLAY_NAMES.get(self._depth_kind, self._depth_kind)
+        return self.display_name
 
     def _fitted_rows(self, state: dict[str, Any]) -> list[tuple[str, str]]:
         """Rows of the display that describe the fitted directions and their accuracy."""
@@ -418,26 +452,9 @@ class _Brief:
         return f"n={int(self.summary.n):,}, m={m:,}"
 
 
-#: How the display names each depth (``_depth_kind``).
-DISPLAY_NAMES = {"ai-irw": "AI-IRW", "irw": "IRW", "halfspace": "halfspace (Tukey)",
-                 "halfspace-mass": "halfspace mass"}
-
-
 def _labels(decision: da.Array) -> da.Array:
     # Rows that could not be scored (NaN under nan_policy='omit') get 0, not a verdict.
     return da.where(da.isnan(decision), 0, da.where(decision >= 0, 1, -1)).astype(np.int64)
-
-
-#: Seed of the keyed row sample of the training depths that sets ``offset_`` in
-#: :meth:`DepthDetector.fit_predict` (fixed: it depends on nothing the user sets).
-OFFSET_SEED = 0x5EED
-
-
-def _offset_sample(block: np.ndarray, p: float, block_info: dict | None = None) -> np.ndarray:
-    if p >= 1:
-        return block
-    start = block_info[0]["array-location"][0][0] if block_info else 0
-    return block[keyed_sample(start, block.shape[0], OFFSET_SEED, p)]
 
 
 _PARAMS_DOC = """
@@ -450,7 +467,7 @@ _PARAMS_DOC = """
         ``score_samples(X, return_std=True)``) is at most 0.005 for every point
         of a pilot (100 directions, 2,000 points of the row sample against up
         to 16,384 of its rows).  ``n_directions_`` is the ``m`` used.
-{cov}    tol : float, default=1e-4
+{cov}    tol : float, default={tol:g}
         Certified bound on the absolute difference between the computed depth and
         the exact depth for the same directions; ``error_bound_ <= tol`` after
         fitting.  ``tol=0`` gives the exact depth, at a memory cost that grows with

@@ -8,8 +8,10 @@ from typing import Any
 from sklearn.utils._param_validation import StrOptions
 
 from ..covariance.estimate import covariance_spec
+from ..errors import ParameterError
+from ..summary.statistics import MIN
 from .base import _PARAMS_DOC, DepthDetector
-from .params import CONSTRAINTS
+from .params import CONSTRAINTS, DEFAULT_TOL
 
 
 def _without_auto(doc: str) -> str:
@@ -74,7 +76,7 @@ class AIIRW(DepthDetector):
     a few chunked passes and scored with one ``map_blocks``.
 """
         + _PARAMS_DOC.format(cov=_COVARIANCE_DOC + _FRAME_DOC,
-                             cov_attr=" that defines the whitening")
+                             cov_attr=" that defines the whitening", tol=DEFAULT_TOL)
         + """
     Examples
     --------
@@ -90,13 +92,15 @@ class AIIRW(DepthDetector):
 """
     )
 
-    _depth_kind = "ai-irw"
+    depth_name = "ai-irw"
+    display_name = "AI-IRW"
+    long_name = "AI-IRW depth"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "covariance", "tol", "contamination", "random_state", "nan_policy",
         "support_fraction", "frame", "verbose")}
 
     def __init__(self, n_directions: int | str | None = None, covariance: object = "sample",
-                 tol: float = 1e-4, contamination: float = 0.1, random_state: Any = None,
+                 tol: float = DEFAULT_TOL, contamination: float = 0.1, random_state: Any = None,
                  nan_policy: str = "raise", support_fraction: float | None = None,
                  frame: str = "correlation", verbose: int = 0) -> None:
         self.n_directions = n_directions
@@ -109,8 +113,11 @@ class AIIRW(DepthDetector):
         self.frame = frame
         self.verbose = verbose
 
+    def _whitens(self) -> bool:
+        return True
+
     def _covariance_spec(self) -> object:
-        return covariance_spec(self.covariance, self.support_fraction)
+        return whitening_spec(self.covariance, self.support_fraction)
 
 
 class IRW(DepthDetector):
@@ -121,7 +128,8 @@ class IRW(DepthDetector):
     space (no whitening): cheaper, but not affine invariant, so features should
     be on comparable scales.
 """
-        + _PARAMS_DOC.format(cov="", cov_attr=" (informative; IRW does not whiten)")
+        + _PARAMS_DOC.format(cov="", cov_attr=" (informative; IRW does not whiten)",
+                             tol=DEFAULT_TOL)
         + """
     Examples
     --------
@@ -134,11 +142,14 @@ class IRW(DepthDetector):
 """
     )
 
-    _depth_kind = "irw"
+    depth_name = "irw"
+    display_name = "IRW"
+    long_name = "IRW depth"
+    _why_not = {"covariance": "IRW does not whiten", "support_fraction": "IRW does not whiten"}
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "tol", "contamination", "random_state", "nan_policy", "verbose")}
 
-    def __init__(self, n_directions: int | str | None = None, tol: float = 1e-4,
+    def __init__(self, n_directions: int | str | None = None, tol: float = DEFAULT_TOL,
                  contamination: float = 0.1, random_state: Any = None,
                  nan_policy: str = "raise", verbose: int = 0) -> None:
         self.n_directions = n_directions
@@ -147,6 +158,41 @@ class IRW(DepthDetector):
         self.random_state = random_state
         self.nan_policy = nan_policy
         self.verbose = verbose
+
+
+def whitening_spec(covariance: object, support_fraction: Any) -> object:
+    """The covariance a whitened depth fits; ``support_fraction`` only with ``'mcd'``."""
+    if support_fraction is not None and not (isinstance(covariance, str)
+                                             and covariance == "mcd"):
+        raise ParameterError(f"support_fraction={support_fraction!r} applies only with "
+                         "covariance='mcd' (the share of rows in the MCD support); pass "
+                         "covariance='mcd' or leave support_fraction out",
+                             name="support_fraction", value=support_fraction)
+    return covariance_spec(covariance, support_fraction)
+
+
+# The option ``affine_invariant`` of the depths that whiten only when asked (Halfspace,
+# Projection): their methods, shared.
+
+def affine_whitens(self: Any) -> bool:
+    return bool(self.affine_invariant)
+
+
+def affine_display_name(self: Any) -> str:
+    return f"affine-invariant {self.display_name}" if self._whitens() else self.display_name
+
+
+def affine_covariance_spec(self: Any) -> object:
+    if self.affine_invariant:
+        return whitening_spec(self.covariance, self.support_fraction)
+    cov = self.covariance
+    if not (isinstance(cov, str) and cov == "sample") or self.support_fraction is not None:
+        given = (f"covariance={cov!r}" if not (isinstance(cov, str) and cov == "sample")
+                 else f"support_fraction={self.support_fraction!r}")
+        raise ParameterError(f"{given} applies only with affine_invariant=True (the directions "
+                             "are whitened by the covariance only then); pass "
+                             "affine_invariant=True or leave it out", name=given.split("=")[0])
+    return "sample"
 
 
 class Halfspace(DepthDetector):
@@ -176,6 +222,7 @@ class Halfspace(DepthDetector):
         does; ``covariance`` and ``support_fraction`` apply only then.
 """ + _COVARIANCE_DOC,
             cov_attr=" (that defines the whitening with ``affine_invariant=True``)",
+            tol=DEFAULT_TOL,
         )
         + """
     Examples
@@ -192,8 +239,10 @@ class Halfspace(DepthDetector):
 """
     )
 
-    _depth_kind = "halfspace"
-    _statistic = "min_depth"
+    depth_name = "halfspace"
+    display_name = "halfspace (Tukey)"
+    long_name = "random halfspace (Tukey) depth"
+    _statistic = MIN
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "affine_invariant", "covariance", "tol", "contamination", "random_state",
@@ -203,8 +252,8 @@ class Halfspace(DepthDetector):
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
-                 covariance: object = "sample", tol: float = 1e-4, contamination: float = 0.1,
-                 random_state: Any = None, nan_policy: str = "raise",
+                 covariance: object = "sample", tol: float = DEFAULT_TOL,
+                 contamination: float = 0.1, random_state: Any = None, nan_policy: str = "raise",
                  support_fraction: float | None = None, verbose: int = 0) -> None:
         self.n_directions = n_directions
         self.affine_invariant = affine_invariant
@@ -216,21 +265,6 @@ class Halfspace(DepthDetector):
         self.support_fraction = support_fraction
         self.verbose = verbose
 
-    def _whitens(self) -> bool:
-        return bool(self.affine_invariant)
-
-    def _display_name(self) -> str:
-        name = super()._display_name()
-        return f"affine-invariant {name}" if self._whitens() else name
-
-    def _covariance_spec(self) -> object:
-        if self.affine_invariant:
-            return covariance_spec(self.covariance, self.support_fraction)
-        cov = self.covariance
-        if not (isinstance(cov, str) and cov == "sample") or self.support_fraction is not None:
-            given = (f"covariance={cov!r}" if not (isinstance(cov, str) and cov == "sample")
-                     else f"support_fraction={self.support_fraction!r}")
-            raise ValueError(f"{given} applies only with affine_invariant=True (the directions "
-                             "are whitened by the covariance only then); pass "
-                             "affine_invariant=True or leave it out")
-        return "sample"
+    _whitens = affine_whitens
+    _display_name = affine_display_name
+    _covariance_spec = affine_covariance_spec

@@ -8,6 +8,8 @@ from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from ..fitting.mass import fit_mass
+from ..summary.mass import MassSummary
+from ..summary.statistics import WHOLE
 from .base import DepthDetector
 from .inputs import Input
 from .params import CONSTRAINTS
@@ -123,7 +125,15 @@ class HalfspaceMass(DepthDetector):
     ((1000,), (1000, 32))
     """
 
-    _depth_kind = "halfspace-mass"
+    depth_name = "halfspace-mass"
+    display_name = "halfspace mass"
+    long_name = "half-space mass"
+    summary_type = MassSummary
+    _statistic = WHOLE
+    _summary_fields = {"split_points_": "splits", "left_mass_": "left"}
+    _why_not = {"covariance": "the half-space mass does not whiten",
+                "support_fraction": "the half-space mass does not whiten",
+                "tol": "the half-space mass is exact for its half-spaces"}
     _no_whitening = "none (directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "subsample_size", "scope", "contamination", "random_state", "nan_policy", "verbose")}
@@ -148,9 +158,6 @@ class HalfspaceMass(DepthDetector):
         self.nan_policy = nan_policy
         self.verbose = verbose
 
-    def _whitens(self) -> bool:
-        return False
-
     def _fit_model(self, data: Input) -> None:
         rng = check_random_state(self.random_state)
         t = DEFAULT_HALFSPACES if self.n_directions is None else int(self.n_directions)
@@ -165,11 +172,14 @@ class HalfspaceMass(DepthDetector):
         self.subsample_size_ = int(fitted.subsamples.shape[1])
         self.n_directions_ = int(summary.directions.shape[0])
         self.n_samples_fit_ = fitted.n
-        self.error_bound_ = 0.0
+        self.error_bound_ = self._error_bound(summary)
         self.n_passes_ = 0
         self.summary_ = summary
         self._sample_depth = fitted.sample_depth
         self._fit_token = fitted.token
+
+    def _error_bound(self, summary: Any) -> float:
+        return 0.0  # exact given its half-spaces
 
     def _fitted_rows(self, state: dict[str, Any]) -> list[tuple[str, str]]:
         return [("t (half-spaces)", f"{state['n_directions_']:,}"),

@@ -22,8 +22,8 @@ from sklearn.utils._param_validation import (
 from ..covariance.estimate import COVARIANCE_METHODS
 from .inputs import NAN_POLICIES
 
-#: The depths this package computes, by the name ``depth=`` and ``--depth`` take.
-DEPTH_NAMES = ("ai-irw", "irw", "halfspace", "halfspace-mass")
+#: The default ``tol`` of the depths that take one: the certified bound on the depth error.
+DEFAULT_TOL = 1e-4
 
 #: The values of AI-IRW's ``frame=``.
 FRAMES = ("correlation", "invariant")
@@ -45,7 +45,6 @@ CONSTRAINTS: dict[str, list[Any]] = {
     "contamination": [Interval(Real, 0, 0.5, closed="right")],
     "random_state": ["random_state"],
     "nan_policy": [StrOptions(set(NAN_POLICIES))],
-    "depth": [StrOptions(set(DEPTH_NAMES))],
     "frame": [StrOptions(set(FRAMES))],
     "verbose": ["verbose"],
 }
@@ -59,7 +58,7 @@ HINTS = {
                    + ", ".join(repr(m) for m in COVARIANCE_METHODS) + " or a (d, d) array"),
     "support_fraction": ("support_fraction must be a number in (0, 1] or None (then "
                          "(n + d + 1) / 2n, as scikit-learn's MinCovDet)"),
-    "tol": "tol=0 gives the exact depth; the default is 1e-4",
+    "tol": f"tol=0 gives the exact depth; the default is {DEFAULT_TOL:g}",
     "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
     "affine_invariant": "pass True (directions whitened by the covariance) or False",
     "subsample_size": ("the number of rows of each half-space's subsample (psi in Chen et al., "
@@ -69,7 +68,6 @@ HINTS = {
               "only about 1 in scope split points falls within the data, so a larger scope "
               "leaves every score near 1: use the default 0.5, or 1 to 10 to extend the "
               "mass beyond the data"),
-    "depth": "depth must be one of " + ", ".join(repr(name) for name in DEPTH_NAMES),
     "verbose": ("0 (the default) prints nothing; 1 prints each phase of the fit with its "
                 "time, and a progress bar per phase on a terminal"),
     "frame": ("'correlation' (default) draws the directions in the whitening's own axes; "
@@ -103,10 +101,12 @@ NUMERIC = ("n_directions", "support_fraction", "tol", "contamination", "subsampl
 
 
 def check_param(name: str, value: Any, caller: str = "daskdepth",
-                constraints: list[Any] | None = None) -> None:
+                constraints: list[Any] | None = None, hint: str | None = None) -> None:
     """Raise :class:`~sklearn.utils._param_validation.InvalidParameterError` unless valid.
 
     ``InvalidParameterError`` is a ``ValueError`` (and a ``TypeError``).
+    ``constraints`` and ``hint`` replace the declared ones (:data:`CONSTRAINTS`,
+    :data:`HINTS`).
 
     Examples
     --------
@@ -130,4 +130,5 @@ the default is 1e-4
             {name: CONSTRAINTS[name] if constraints is None else constraints}, {name: value},
             caller)
     except InvalidParameterError as exc:
-        raise InvalidParameterError(f"{str(exc).rstrip('.')}; {HINTS[name]}") from None
+        raise InvalidParameterError(f"{str(exc).rstrip('.')}; "
+                                    f"{HINTS[name] if hint is None else hint}") from None

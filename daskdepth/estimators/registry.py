@@ -1,33 +1,90 @@
-"""Which estimator computes which depth: one place that builds an estimator from ``depth=``."""
+"""Which estimator computes which depth, derived from the estimator classes.
+
+Each class names its depth (``depth_name``) and owns its parameters and their
+rules; :data:`DEPTHS` (``depth=``, the command line's ``--depth``) and
+:data:`ESTIMATORS` (the classes a saved model may name) list the registered
+classes, and :func:`make_estimator` builds one from ``depth=`` and parameters.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+from contextlib import contextmanager
 from numbers import Real
 from typing import Any
 
+from sklearn.utils._param_validation import StrOptions
+
+from ..errors import ParameterError
 from .base import DepthDetector
 from .depths import AIIRW, IRW, Halfspace
 from .mass import HalfspaceMass
-from .params import DEPTH_NAMES, check_param
+from .params import check_param
+from .projection import Projection
 
-#: Estimator of each ``depth=`` name (also the CLI's ``--depth``).
-DEPTHS: dict[str, type[DepthDetector]] = {"ai-irw": AIIRW, "irw": IRW, "halfspace": Halfspace,
-                                          "halfspace-mass": HalfspaceMass}
+#: Estimator of each ``depth=`` name (also the CLI's ``--depth``), in registration order.
+DEPTHS: dict[str, type[DepthDetector]] = {}
 #: The estimator classes by name: the only classes a saved model may name.
-ESTIMATORS: dict[str, type[DepthDetector]] = {cls.__name__: cls for cls in DEPTHS.values()}
+ESTIMATORS: dict[str, type[DepthDetector]] = {}
 
-if tuple(DEPTHS) != DEPTH_NAMES:  # pragma: no cover - both lists are edited together
-    raise RuntimeError("estimators.params.DEPTH_NAMES must list the names of DEPTHS")
 
-#: Why a depth does not take a parameter some other depth takes (the default reason:
-#: the estimator has no such parameter).
-WHY_NOT = {
-    ("irw", "covariance"): "IRW does not whiten",
-    ("irw", "support_fraction"): "IRW does not whiten",
-    ("halfspace-mass", "covariance"): "the half-space mass does not whiten",
-    ("halfspace-mass", "support_fraction"): "the half-space mass does not whiten",
-    ("halfspace-mass", "tol"): "the half-space mass is exact for its half-spaces",
-}
+def register(cls: type[DepthDetector]) -> type[DepthDetector]:
+    """Make ``cls`` the estimator of ``depth=cls.depth_name`` (usable as a class decorator).
+
+    Examples
+    --------
+    >>> class Wide(IRW):
+    ...     depth_name = "wide-irw"
+    >>> with registered(Wide):
+    ...     make_estimator("wide-irw", n_directions=10)
+    Wide(n_directions=10)
+    >>> "wide-irw" in DEPTHS
+    False
+    """
+    name = cls.depth_name
+    if not (isinstance(name, str) and name):
+        raise ValueError(f"{cls.__name__} has no depth_name; set it to the name depth= takes")
+    for table, key in ((DEPTHS, name), (ESTIMATORS, cls.__name__)):
+        if table.get(key, cls) is not cls:
+            raise ValueError(f"{key!r} is already the name of {table[key].__name__}; choose "
+                             "another name")
+    DEPTHS[name] = cls
+    ESTIMATORS[cls.__name__] = cls
+    return cls
+
+
+def unregister(cls: type[DepthDetector]) -> None:
+    """Undo :func:`register` of ``cls``."""
+    if DEPTHS.get(str(cls.depth_name)) is cls:
+        del DEPTHS[str(cls.depth_name)]
+    if ESTIMATORS.get(cls.__name__) is cls:
+        del ESTIMATORS[cls.__name__]
+
+
+@contextmanager
+def registered(cls: type[DepthDetector]) -> Iterator[type[DepthDetector]]:
+    """``cls`` registered for the duration of the ``with`` block (tests, experiments)."""
+    register(cls)
+    try:
+        yield cls
+    finally:
+        unregister(cls)
+
+
+for _cls in (AIIRW, IRW, Halfspace, HalfspaceMass, Projection):
+    register(_cls)
+
+
+def check_depth(depth: Any, caller: str = "daskdepth") -> type[DepthDetector]:
+    """The estimator class of ``depth``; an ``InvalidParameterError`` naming the choices."""
+    check_param("depth", depth, caller, [StrOptions(set(DEPTHS))],
+                hint="depth must be one of " + ", ".join(repr(name) for name in DEPTHS))
+    return DEPTHS[depth]
+
+
+def takers(name: str) -> tuple[str, ...]:
+    """The depths that take the parameter ``name``."""
+    return tuple(depth for depth, cls in DEPTHS.items() if name in cls._get_param_names())
 
 
 def _defaults() -> dict[str, Any]:
@@ -57,8 +114,9 @@ def make_estimator(depth: str = "ai-irw", **params: Any) -> DepthDetector:
 
     A parameter the depth does not take is an error unless it is None or the
     default of the depths that take it, so ``covariance='mcd'`` with
-    ``depth='irw'`` is refused instead of ignored (and the one-call functions
-    can pass their defaults to every depth).
+    ``depth='irw'`` is refused (a :class:`~daskdepth.errors.ParameterError`)
+    instead of ignored.  The rules between the depth's own parameters
+    (``DepthDetector._check_rules``) are checked too, before any work.
 
     Examples
     --------
@@ -69,11 +127,10 @@ def make_estimator(depth: str = "ai-irw", **params: Any) -> DepthDetector:
     >>> make_estimator("irw", covariance="mcd")
     Traceback (most recent call last):
     ...
-    ValueError: covariance='mcd' does not apply to depth='irw' (IRW does not whiten); leave \
-it out or use depth='ai-irw' or depth='halfspace'
+    daskdepth.errors.ParameterError: covariance='mcd' does not apply to depth='irw' (IRW does \
+not whiten); leave it out or use depth='ai-irw' or depth='halfspace' or depth='projection'
     """
-    check_param("depth", depth)
-    cls = DEPTHS[depth]
+    cls = check_depth(depth)
     takes = set(cls._get_param_names())
     defaults = _defaults()
     for name in sorted(set(params) - takes):
@@ -82,13 +139,14 @@ it out or use depth='ai-irw' or depth='halfspace'
             raise TypeError(f"unknown parameter {name!r} for depth={depth!r}; "
                             f"{cls.__name__} takes {', '.join(sorted(takes))}")
         if not _is_default(value, defaults[name]):
-            why = WHY_NOT.get((depth, name), f"{cls.__name__} has no parameter {name!r}")
-            takers = " or ".join(f"depth={other!r}" for other, c in DEPTHS.items()
-                                 if name in c._get_param_names())
-            raise ValueError(f"{name}={value!r} does not apply to depth={depth!r} ({why}); "
-                             f"leave it out or use {takers}")
+            why = cls._why_not.get(name, f"{cls.__name__} has no parameter {name!r}")
+            others = takers(name)
+            alternatives = " or ".join(f"depth={other!r}" for other in others)
+            raise ParameterError(f"{name}={value!r} does not apply to depth={depth!r} ({why}); "
+                                 f"leave it out or use {alternatives}", name=name, value=value,
+                                 depth=depth, why=why, takers=others)
     model = cls(**params)
-    # Options the depth takes but not together (halfspace: covariance= only with
-    # affine_invariant=True), refused here too so that no caller starts any work first.
-    model._covariance_spec()
+    # Options the depth takes but not together (support_fraction only with covariance='mcd',
+    # ...), refused here too so that no caller starts any work first.
+    model._check_rules()
     return model

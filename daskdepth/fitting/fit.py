@@ -21,9 +21,7 @@ from ..kernels.directions import direction_spread, directions_for_std, draw_dire
 from ..kernels.frame import FrameReport
 from ..kernels.whitening import covariance_keeps_rank, factor_whitening, whitening
 from ..passes.moments import ChunkMoments, factor_pass, moments_pass
-from ..passes.scoring import score_array
-from ..runtime.client import active_client, keep_placement, phase
-from ..runtime.keys import key_name
+from ..runtime.client import active_client
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
@@ -32,21 +30,20 @@ from ..runtime.memory import (
     largest_summary_bytes,
     plan_memory_message,
     prefer_sorted,
-    row_chunk,
     shard_summary,
     sorted_summary_bytes,
     summary_memory_message,
 )
 from ..summary.depth import DepthSummary
+from ..summary.statistics import MEAN, Statistic
 from .frame import frame_message, invariant_basis
+from .offset import SAMPLE_SIZE, offset_depths, offset_pick
 from .summaries import FitInfo, build_summary, pilot_bytes_per_direction
 
 #: Rows drawn (Bernoulli, keyed on the global row index) for the pilot leaves and
-#: for ``offset_``: the contamination quantile of 65,536 depths is within about
-#: 1e-3 in rank of the quantile over all training rows.  Small ``tol`` asks for
-#: more (``SAMPLE_PER_LEAF / tol``, at most ``SAMPLE_MAX``) so that the pilot
+#: for ``offset_`` (:data:`daskdepth.fitting.offset.SAMPLE_SIZE`).  Small ``tol`` asks
+#: for more (``SAMPLE_PER_LEAF / tol``, at most ``SAMPLE_MAX``) so that the pilot
 #: leaves hold enough sampled rows to be sized reliably.
-SAMPLE_SIZE = 1 << 16
 SAMPLE_PER_LEAF = 16
 SAMPLE_MAX = 1 << 20
 
@@ -106,28 +103,42 @@ class FittedDepth:
     train_depth: np.ndarray | None = None
 
 
-def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
+@dataclass
+class FitFrame:
+    """What every depth on random directions fits before its summary: rows, centring, directions.
+
+    ``mom`` is the moments pass (row counts, mean, scatter and the row sample),
+    ``cfit`` the covariance, ``basis`` the whitening (None when the directions
+    are not whitened), ``rank`` its rank and ``report`` the invariant frame's.
+    """
+
+    mom: ChunkMoments
+    cfit: CovarianceFit
+    basis: np.ndarray | None
+    rank: int
+    report: FrameReport | None
+    directions: np.ndarray
+    seed: int
+    token: str
+
+
+def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
               tol: float, rng: np.random.RandomState, nan_policy: str,
-              frame: str = "correlation", whiten: bool | None = None,
-              statistic: str = "depth") -> FittedDepth:
-    """Fit location, covariance, directions and summaries on the rows of ``x``.
+              frame: str = "correlation", whiten: bool = False, statistic: str = "depth",
+              plan: bool = True) -> FitFrame:
+    """The moments pass, the covariance, the whitening and the directions of a fit.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
     the covariance (more passes for robust ones), the whitening (on the client,
     after one factor pass where the covariance's rank test drops a direction;
     with ``frame='invariant'`` refined and rotated into the invariant frame by
-    one or two more passes, :mod:`daskdepth.fitting.frame`), the directions
-    (their number from a pilot on the row sample for ``n_directions='auto'``),
-    the leaf summaries (:func:`daskdepth.fitting.summaries.build_summary`) and
-    the depths of a row sample that set ``offset_``.  Directions are whitened by
-    the covariance when ``whiten`` (default: for ``depth='ai-irw'``);
-    ``statistic`` is the :class:`~daskdepth.summary.depth.DepthSummary` method
-    that scores (``'depth'``, the mean over directions, or ``'min_depth'``, the
-    halfspace depth), whose certified bound the summaries bring down to ``tol``.
+    one or two more passes, :mod:`daskdepth.fitting.frame`) when ``whiten``,
+    and the directions (their number from a pilot on the row sample for
+    ``n_directions='auto'``).  With ``plan``, a fit whose leaf summaries at
+    ``tol`` cannot fit in memory is refused before the first pass.
     """
     n_total, d = x.shape
-    whiten = depth == "ai-irw" if whiten is None else bool(whiten)
-    if n_directions != "auto":  # refused before the first pass when the plan cannot fit
+    if plan and n_directions != "auto":  # refused before the first pass
         _check_plan(n_total, d, n_directions if n_directions is not None else 100 * d, tol)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
@@ -136,21 +147,47 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     _check_rows(mom, n_total, nan_policy)
     cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
                           token=token, equivariant=frame == "invariant")
-    location, cov = cfit.location, cfit.covariance
-    w, rank = (_whitening(x, cfit, mom, token, "AI-IRW" if depth == "ai-irw" else "the")
+    w, rank = (_whitening(x, cfit, mom, token, "AI-IRW" if depth == "ai-irw" else "the",
+                          stacklevel=WARN_LEVEL + 1)
                if whiten else (None, d))
     report = None
     if w is not None and frame == "invariant":
         inv = invariant_basis(x, cfit, w, token)
         w, report = inv.basis, inv.report
         if not report.unique:
-            warnings.warn(frame_message(report, d), FrameWarning, stacklevel=WARN_LEVEL)
+            warnings.warn(frame_message(report, d), FrameWarning, stacklevel=WARN_LEVEL + 1)
     if n_directions == "auto":
-        m = _auto_directions(mom.sample, location, w, d, seed)
-        _check_plan(mom.n, d, m, tol)  # before the summary's passes
+        m = _auto_directions(mom.sample, cfit.location, w, d, seed)
+        if plan:
+            _check_plan(mom.n, d, m, tol)  # before the summary's passes
     else:
         m = n_directions if n_directions is not None else 100 * d
-    directions = draw_directions(rng, m, d, w)
+    return FitFrame(mom, cfit, w, rank, report, draw_directions(rng, m, d, w), seed, token)
+
+
+def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
+              tol: float, rng: np.random.RandomState, nan_policy: str,
+              frame: str = "correlation", whiten: bool | None = None,
+              statistic: Statistic = MEAN) -> FittedDepth:
+    """Fit location, covariance, directions and summaries on the rows of ``x``.
+
+    :func:`fit_frame`, then the leaf summaries
+    (:func:`daskdepth.fitting.summaries.build_summary`) and the depths of a row
+    sample that set ``offset_``.  Directions are whitened by the covariance
+    when ``whiten`` (default: for ``depth='ai-irw'``); ``statistic`` is the
+    :class:`~daskdepth.summary.statistics.Statistic` that scores (the mean over
+    directions, or the minimum, the halfspace depth), whose certified bound the
+    summaries bring down to ``tol``.
+    """
+    n_total, d = x.shape
+    whiten = depth == "ai-irw" if whiten is None else bool(whiten)
+    fr = fit_frame(x, depth=depth, n_directions=n_directions, covariance=covariance, tol=tol,
+                   rng=rng, nan_policy=nan_policy, frame=frame, whiten=whiten,
+                   statistic=statistic.name)
+    mom, token, directions = fr.mom, fr.token, fr.directions
+    location, cov, w, rank, report = (fr.cfit.location, fr.cfit.covariance, fr.basis, fr.rank,
+                                      fr.report)
+    m = directions.shape[0]
     exact = mom.sample.shape[0] == mom.n and prefer_sorted(m, mom.n, tol)
     # Tasks hold a row chunk with one block's projections; the exact phase holds every
     # row with its block's projections, sorted (pilot tasks project one direction at a
@@ -171,15 +208,15 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
         wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()),
         shard=shard)
     # The in-sample totals the exact path counts are sums over directions (the mean).
-    if info.in_sample is not None and statistic == "depth":
+    if info.in_sample is not None and statistic.name == MEAN.name:
         in_sample = summary.depth_of_totals(info.in_sample)
-        sample_depth = _offset_pick(in_sample)
+        sample_depth = offset_pick(in_sample)
     else:
-        sample_depth = _offset_depths(summary, mom.sample, token, statistic)
+        sample_depth = offset_depths(summary, mom.sample, token, statistic)
         # In memory with a small sample, the offset rows are every finite row.
         in_sample = sample_depth if mom.sample.shape[0] == mom.n <= SAMPLE_SIZE else None
     return FittedDepth(location, cov, rank, w, report, directions, summary, mom.n, sample_depth,
-                       info, token, _every_row(in_sample, mom, n_total))
+                       info, token, every_row(in_sample, mom, n_total))
 
 
 def _auto_directions(sample: np.ndarray, location: np.ndarray, w: np.ndarray | None, d: int,
@@ -224,7 +261,7 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
 
 
 def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
-               name: str = "AI-IRW") -> tuple[np.ndarray, int]:
+               name: str = "AI-IRW", stacklevel: int = WARN_LEVEL) -> tuple[np.ndarray, int]:
     """The whitening map of the covariance and its rank (warning, naming the ``name`` depth,
     when singular).
 
@@ -255,24 +292,12 @@ def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
             f"the covariance has rank {rank} < {d} features (some features are linear "
             f"combinations of others or constant); {name} depth is computed in the "
             f"{rank}-dimensional principal subspace",
-            CovarianceRankWarning, stacklevel=WARN_LEVEL,
+            CovarianceRankWarning, stacklevel=stacklevel,
         )
     return w, rank
 
 
-def _offset_pick(rows: np.ndarray) -> np.ndarray:
-    """At most :data:`SAMPLE_SIZE` of the sampled ``rows``, for ``offset_``.
-
-    The contamination quantile of 65,536 depths is within about 1e-3 in rank of
-    the quantile over all rows.  The sample is in global row order, so evenly
-    spaced picks are as random and do not depend on the chunking.
-    """
-    if rows.shape[0] > SAMPLE_SIZE:
-        rows = rows[np.linspace(0, rows.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
-    return rows
-
-
-def _every_row(depth: np.ndarray | None, mom: ChunkMoments, n_total: int) -> np.ndarray | None:
+def every_row(depth: np.ndarray | None, mom: ChunkMoments, n_total: int) -> np.ndarray | None:
     """The depths of the finite rows spread over all ``n_total`` input rows (NaN elsewhere).
 
     ``None`` when unknown, or when not every non-finite row was recorded.
@@ -286,17 +311,3 @@ def _every_row(depth: np.ndarray | None, mom: ChunkMoments, n_total: int) -> np.
     finite[mom.bad_rows] = False
     out[finite] = depth
     return out
-
-
-def _offset_depths(summary: DepthSummary, sample: np.ndarray, token: str,
-                   statistic: str = "depth") -> np.ndarray:
-    """Depths of at most :data:`SAMPLE_SIZE` sampled rows (:func:`_offset_pick`): ``offset_``."""
-    sample = _offset_pick(sample)
-    rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
-                         name=key_name("cut", token))
-    with phase("offset"), keep_placement(), warnings.catch_warnings():
-        # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
-        # the graph on purpose, once; distributed warns about any graph over 10 MB.
-        warnings.filterwarnings("ignore", message="Sending large graph")
-        return score_array(rows, summary, raise_nan=False, token=token,
-                           statistic=statistic).compute()

@@ -20,12 +20,11 @@ from ..errors import FitTooLargeError, nan_rows_message
 from ..kernels.directions import uniform_sphere
 from ..kernels.mass import subsample_projections
 from ..passes.sampling import RowSample, row_sample_pass
-from ..passes.scoring import score_array
-from ..runtime.client import phase
-from ..runtime.keys import key_name
-from ..runtime.memory import mass_plan_message, row_chunk
+from ..runtime.memory import mass_plan_message
 from ..summary.mass import MassSummary
-from .fit import SAMPLE_BYTES, SAMPLE_MAX, SAMPLE_SIZE
+from ..summary.statistics import WHOLE
+from .fit import SAMPLE_BYTES, SAMPLE_MAX
+from .offset import SAMPLE_SIZE, offset_depths
 
 #: Rows of the pool per subsampled row (``t * psi`` of them): with a pool this
 #: much larger than the subsamples, subsamples drawn from it overlap about as
@@ -91,7 +90,7 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
     splits = (lo + hi) / 2 + scope * (hi - lo) * (u - 0.5)
     left = np.count_nonzero(proj < splits[:, None], axis=1) / psi
     summary = MassSummary(location, directions, splits, left, pool.n)
-    sample_depth = _offset_depths(summary, rows, token)
+    sample_depth = offset_depths(summary, rows, token, WHOLE)
     return FittedMass(summary, pool.index[picks], pool.n, sample_depth, token)
 
 
@@ -107,13 +106,3 @@ def _check_pool(pool: RowSample, n_total: int, nan_policy: str) -> None:
     if pool.rows.shape[0] < 2:  # pragma: no cover - a Bernoulli sample of >= 65,536 rows
         raise RuntimeError("the row sample of the half-space mass holds fewer than 2 rows; "
                            "please report this with the input's shape and chunks")
-
-
-def _offset_depths(summary: MassSummary, sample: np.ndarray, token: str) -> np.ndarray:
-    """Masses of at most :data:`SAMPLE_SIZE` evenly spaced pool rows, for ``offset_``."""
-    if sample.shape[0] > SAMPLE_SIZE:
-        sample = sample[np.linspace(0, sample.shape[0] - 1, SAMPLE_SIZE).astype(np.int64)]
-    rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
-                         name=key_name("cut", token))
-    with phase("offset"):
-        return score_array(rows, summary, raise_nan=False, token=token).compute()

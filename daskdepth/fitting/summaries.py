@@ -38,9 +38,10 @@ from ..runtime.shards import (
     worker_count,
 )
 from ..summary.blocks import is_handle
-from ..summary.depth import DepthSummary, statistic_bound
+from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
+from ..summary.statistics import MEAN, Statistic
 
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
@@ -161,13 +162,13 @@ def _has_counts(block: Any) -> bool:
 
 
 def refine_plan(blocks: list[Any], n: int, tol: float,
-                statistic: str = "depth") -> list[np.ndarray]:
+                statistic: Statistic = MEAN) -> list[np.ndarray]:
     """Per block, the directions whose heavy leaves to split so that the bound meets ``tol``.
 
-    The bound of the scored ``statistic`` (:func:`daskdepth.summary.depth.statistic_bound`)
+    The bound of the scored ``statistic`` (:meth:`daskdepth.summary.statistics.Statistic.bound`)
     is the mean over directions of each direction's worst leaf for the depth,
     and the worst leaf over all directions for the halfspace depth
-    (``'min_depth'``).  A split direction ends at most at the leaf limit's
+    (:data:`~daskdepth.summary.statistics.MIN`).  A split direction ends at most at the leaf limit's
     error, so only the directions with the worst leaves need splitting: the
     fewest that bring the bound (computed as :meth:`DepthSummary.error_bound`
     does) down to ``tol`` (for the minimum, every direction above ``tol``).
@@ -183,7 +184,7 @@ def refine_plan(blocks: list[Any], n: int, tol: float,
     def bound_after(k: int) -> float:  # the k worst directions split
         errs = flat.copy()
         errs[order[:k]] = np.minimum(errs[order[:k]], done)
-        return statistic_bound(errs, statistic)
+        return statistic.bound(errs)
 
     lo, hi = 0, heavy  # the bound decreases with k, and splitting all meets tol
     while lo < hi:
@@ -255,7 +256,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   sample: np.ndarray, n: int, tol: float, token: str,
                   block_size: int = MAX_DIRECTIONS_PER_BLOCK,
                   exact: bool = False,
-                  statistic: str = "depth",
+                  statistic: Statistic = MEAN,
                   wave_directions: Callable[[], int] | None = None,
                   shard: bool = True) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
@@ -471,7 +472,7 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
 
 def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                  n: int, tol: float, token: str,
-                 statistic: str = "depth") -> tuple[list[Any], int]:
+                 statistic: Statistic = MEAN) -> tuple[list[Any], int]:
     """Split the leaves still too heavy for ``tol``, if any: ``(blocks, passes made)``.
 
     The split blocks replace those of ``blocks`` (on a cluster each is freed
@@ -532,7 +533,7 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
 
 
 def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[Any],
-                     n: int, tol: float, statistic: str = "depth") -> DepthSummary:
+                     n: int, tol: float, statistic: Statistic = MEAN) -> DepthSummary:
     """The depth summary of the finished blocks, its bound compared with ``tol``."""
     summary = DepthSummary(location, directions, blocks, n)
     bound = summary.error_bound(statistic)

@@ -22,7 +22,6 @@ import numpy as np
 from ..errors import ModelFormatError, describe_rows
 from ..estimators import ESTIMATORS
 from ..storage.modelformat import corrupted, malformed, read_model
-from ..summary.depth import DepthSummary
 from ..summary.mass import MassSummary
 
 #: How far (in share of the training depths) ``offset_`` may lie from the
@@ -60,8 +59,9 @@ def load_model(path: str | os.PathLike[str],
 
     Returns
     -------
-    AIIRW, IRW, Halfspace or HalfspaceMass
-        A fitted model that scores identically to the saved one.
+    DepthDetector
+        A fitted model of one of :data:`daskdepth.estimators.ESTIMATORS` that
+        scores identically to the saved one.
 
     Raises
     ------
@@ -187,7 +187,7 @@ def check_fitted(model: Any) -> None:
     if not (isinstance(token, str) and _TOKEN.match(token)):
         raise ValueError("_fit_token is not a hexadecimal token")
     summary = model.summary_
-    expected = DepthSummary if "covariance_" in type(model)._fitted_attributes else MassSummary
+    expected = type(model).summary_type
     if type(summary) is not expected:
         raise ValueError(f"summary_ is a {type(summary).__name__}, not a {expected.__name__}")
     try:
@@ -203,13 +203,15 @@ def check_fitted(model: Any) -> None:
                          "location_")
     _check_directions(model, directions)
     bound = _float(model, "error_bound_", 0.0, 1.0)
-    if isinstance(summary, DepthSummary):
+    if "covariance_" in type(model)._fitted_attributes:
         _check_depth_attributes(model, d)
         _check_location(model, location, n)
-        certified = summary.error_bound(model._statistic)
-    else:
+    if isinstance(summary, MassSummary):
         _check_mass_attributes(model, summary)
-        certified = 0.0
+    for name, field in type(model)._summary_fields.items():
+        if not np.array_equal(_array(model, name, (m,)), getattr(summary, field)):
+            raise ValueError(f"{name} differs from the summary's")
+    certified = model._error_bound(summary)
     if bound != certified:
         raise ValueError(f"error_bound_ {bound!r} is not the bound the summary certifies "
                          f"({certified!r})")
@@ -238,7 +240,7 @@ def _check_directions(model: Any, directions: np.ndarray) -> None:
     with the condition number of ``basis_``.
     """
     norms = np.linalg.norm(directions, axis=1)
-    if not (isinstance(model.summary_, DepthSummary) and model._whitens()):
+    if not model._whitens():
         bad = np.flatnonzero(~(np.abs(norms - 1.0) <= UNIT_SLACK))
         if bad.size:
             raise ValueError(f"directions_ {describe_rows(bad, bad.size)} are not unit vectors "
@@ -296,7 +298,7 @@ def _check_location(model: Any, location: np.ndarray, n: int) -> None:
 
 
 def _check_depth_attributes(model: Any, d: int) -> None:
-    """The attributes of the depths with a :class:`DepthSummary` (AI-IRW, IRW, halfspace)."""
+    """The attributes of the depths that fit a covariance (all but the half-space mass)."""
     _array(model, "covariance_", (d, d))
     rank = _int(model, "covariance_rank_", 0, d)
     if getattr(model, "basis_", None) is not None:
@@ -311,11 +313,8 @@ def _check_depth_attributes(model: Any, d: int) -> None:
 
 
 def _check_mass_attributes(model: Any, summary: MassSummary) -> None:
-    """The attributes of the half-space mass, the same arrays as its summary's."""
+    """The subsamples of the half-space mass."""
     m = summary.directions.shape[0]
-    for name, value in (("split_points_", summary.splits), ("left_mass_", summary.left)):
-        if not np.array_equal(_array(model, name, (m,)), value):
-            raise ValueError(f"{name} differs from the summary's")
     size = _int(model, "subsample_size_", 1)
     rows = model.subsample_indices_
     if not (isinstance(rows, np.ndarray) and rows.dtype.kind in "iu"

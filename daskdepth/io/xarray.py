@@ -14,9 +14,6 @@ import xarray as xr
 from ..estimators import check_param, make_estimator
 from ..estimators.inputs import samples_first
 
-#: Human-readable names of the depth notions, for attributes.
-LONG_NAMES = {"ai-irw": "AI-IRW depth", "irw": "IRW depth",
-              "halfspace": "random halfspace (Tukey) depth", "halfspace-mass": "half-space mass"}
 #: Range of every notion's scores, for netCDF readers (which mask values outside it):
 #: depths lie in [0, 1/2] off the reference rows, but a reference row counts on both
 #: sides of itself (up to (n + 1) / 2n) and rows tied with many reach up to 1; masses
@@ -39,9 +36,9 @@ def _as_2d(data: Any, variable: str, sample_dim: str | None,
 
 def model_attrs(model: Any) -> dict[str, Any]:
     """Attributes describing how a fitted model computes depth (netCDF-compatible)."""
-    kind = getattr(model, "_depth_kind", "ai-irw")
+    kind = str(model.depth_name)
     attrs: dict[str, Any] = {
-        "long_name": LONG_NAMES.get(kind, kind),
+        "long_name": model.long_name,
         "method": kind,
         "n_directions": int(model.n_directions_),
     }
@@ -59,8 +56,7 @@ def model_attrs(model: Any) -> dict[str, Any]:
         if value is not None:  # netCDF attributes are numbers or strings
             attrs[param] = int(value) if isinstance(value, (bool, np.bool_)) else value
     cov = getattr(model, "covariance", None)
-    whitens = getattr(model, "_whitens", None)
-    if whitens() if whitens is not None else kind == "ai-irw":
+    if model._whitens():
         attrs["covariance"] = cov if isinstance(cov, str) else "precomputed"
         attrs["frame"] = str(getattr(model, "frame", "correlation"))
         fraction = getattr(model, "support_fraction", None)
@@ -135,12 +131,9 @@ def depth_dataset(model: Any, data: xr.DataArray, *, contamination: float | None
 
 
 def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
-                  depth: str = "ai-irw", n_directions: int | str | None = None,
-                  covariance: object = "sample", tol: float = 1e-4, random_state: Any = None,
-                  nan_policy: str = "raise", contamination: float | None = None,
+                  depth: str = "ai-irw", contamination: float | None = None,
                   sample_dim: str | None = None, model: Any = None, name: str = "depth",
-                  merge: bool = False, support_fraction: float | None = None,
-                  std: bool = False, **options: Any) -> xr.Dataset:
+                  merge: bool = False, std: bool = False, **params: Any) -> xr.Dataset:
     """Depth of the rows of a Dataset variable, as a Dataset with its coordinates and attrs.
 
     Parameters
@@ -153,15 +146,15 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         Reference sample defining the depth: a Dataset's ``variable`` or a
         DataArray.  ``None`` scores ``ds[variable]`` against itself.  Ignored
         when ``model`` is given.
-    depth : {'ai-irw', 'irw', 'halfspace', 'halfspace-mass'}, default='ai-irw'
-    n_directions, covariance, tol, random_state, nan_policy, support_fraction
-        As for :class:`daskdepth.AIIRW`; the estimator is built by
-        :func:`daskdepth.estimators.make_estimator`, which refuses a value other
-        than the default for a parameter the depth does not take (e.g. a
-        ``covariance`` for IRW, ``tol`` for the half-space mass).
-    **options
-        Parameters of the chosen depth only (``frame``, ``affine_invariant``,
-        ``subsample_size``, ``scope``), as for :func:`daskdepth.score`.
+    depth : str, default='ai-irw'
+        The depth's name, as for :func:`daskdepth.score`.
+    **params
+        Parameters of the chosen estimator (``n_directions``, ``tol``,
+        ``random_state``, ``covariance``, ...), with the estimator's defaults
+        for those left out; built by :func:`daskdepth.estimators.make_estimator`,
+        which refuses a value other than the default for a parameter the depth
+        does not take (e.g. a ``covariance`` for IRW, ``tol`` for the
+        half-space mass).  Ignored when ``model`` is given.
     contamination : float in (0, 0.5], optional
         When given, a boolean ``outlier`` variable flags rows whose depth is
         below that quantile of the reference depths.
@@ -216,10 +209,6 @@ def score_dataset(ds: xr.Dataset, variable: str, reference: Any = None, *,
         ref = None if reference is None else _reference(reference, variable, sample_dim)
         data = _as_2d(ds[variable], variable, sample_dim,
                       n_features=None if ref is None else int(ref.shape[1]))
-        params: dict[str, Any] = dict(
-            n_directions=n_directions, covariance=covariance, tol=tol,
-            random_state=random_state, nan_policy=nan_policy, support_fraction=support_fraction,
-            **options)
         if contamination is not None:
             params["contamination"] = contamination
         model = make_estimator(depth, **params)

@@ -21,7 +21,7 @@ from typing import NamedTuple
 import numpy as np
 import scipy.linalg
 
-from ..errors import OVERFLOW_MESSAGE, rounding_rank_message
+from ..errors import OVERFLOW_MESSAGE, ZeroCovarianceError, rounding_rank_message
 
 #: Eigenvalues of a correlation matrix below ``EXACT_FIT_RTOL * p`` times the largest
 #: count as zero in the C-steps (an exact fit): rounding level, as ``pinvh``.
@@ -260,7 +260,7 @@ def whitening(covariance: np.ndarray,
     if not np.isfinite(cov).all():
         raise ValueError(OVERFLOW_MESSAGE)
     if not (np.diag(cov) > 0).any():
-        raise ValueError(
+        raise ZeroCovarianceError(
             "the covariance of the reference data is zero: every feature is constant, so "
             "there is no direction along which to rank points; check the input"
         )
@@ -423,7 +423,7 @@ def factor_whitening(r: np.ndarray, scale: float,
     norms = np.sqrt(np.einsum("ij,ij->j", r, r))
     live = norms > 0
     if not live.any():
-        raise ValueError(
+        raise ZeroCovarianceError(
             "the covariance of the reference data is zero: every feature is constant, so "
             "there is no direction along which to rank points; check the input"
         )

@@ -48,9 +48,10 @@ from ..runtime.shards import (
     row_groups,
     shards,
 )
-from ..summary.blocks import is_handle, squares_are_exact, sums_are_exact
+from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
+from ..summary.statistics import MEAN, MEAN_STD, Statistic
 
 
 def _check_rows(x: np.ndarray, raise_nan: bool, start: float) -> np.ndarray:
@@ -74,17 +75,10 @@ def _valid_rows(x: np.ndarray, raise_nan: bool, block_info: dict | None) -> np.n
     return _check_rows(x, raise_nan, start)
 
 
-def _score_chunk(x: np.ndarray, summary: Any, statistic: str, raise_nan: bool,
+def _score_chunk(x: np.ndarray, summary: Any, statistic: Statistic, raise_nan: bool,
                  block_info: dict | None = None) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
-    return getattr(summary, statistic)(x, _valid_rows(x, raise_nan, block_info))
-
-
-def _score_std_chunk(x: np.ndarray, summary: Any, raise_nan: bool,
-                     block_info: dict | None = None) -> np.ndarray:
-    x = np.asarray(x, dtype=np.float64)
-    depth, std = summary.depth_and_std(x, _valid_rows(x, raise_nan, block_info))
-    return np.column_stack([depth, std])
+    return statistic.score(summary, x, _valid_rows(x, raise_nan, block_info))
 
 
 def _with_blocks(summary: DepthSummary, *blocks: Any) -> DepthSummary:
@@ -131,59 +125,25 @@ def _prepare_read(read: ChunkRead, shell: DepthSummary, raise_nan: bool, start: 
     return _prepare_chunk(read(), shell, raise_nan, start)
 
 
-def _score_shard(rows: Rows, directions: np.ndarray, mode: str, running: Any,
+def _score_shard(rows: Rows, directions: np.ndarray, statistic: Statistic, running: Any,
                  *blocks: Any) -> Any:
     """``running`` (or the empty start) with the shard's blocks scored in, in block order.
 
-    ``mode`` is ``'depth'`` (sums), ``'min_depth'`` (minima) or ``'std'``
-    (sums and sums of squares, a pair); the block methods are those the
-    summary's own methods call, so the arithmetic is the same.
+    The statistic's block methods are those the summary's own methods call, so
+    the arithmetic is the same.
     """
-    size = rows.x.shape[0]
-    if mode == "std":
-        total, squares = ((np.zeros(size), np.zeros(size)) if running is None
-                          else (running[0].copy(), running[1].copy()))
-        for b in blocks:
-            b.score_squares_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]),
-                                 rows.valid, total, squares)
-        return total, squares
-    if mode == "min_depth":
-        out = np.full(size, np.inf) if running is None else running.copy()
-        for b in blocks:
-            b.score_min_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]), rows.valid,
-                             out)
-        return out
-    out = np.zeros(size) if running is None else running.copy()
-    for b in blocks:
-        b.score_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]), rows.valid, out)
-    return out
+    start = statistic.start(rows.x.shape[0]) if running is None else running
+    return statistic.add_blocks(rows.x, directions, rows.valid, start, blocks)
 
 
-def _combine(mode: str, *parts: Any) -> Any:
-    """Partial results of shards combined: sums added, minima lowered (exact, any order)."""
-    if mode == "std":
-        total, squares = parts[0][0].copy(), parts[0][1].copy()
-        for t, s in parts[1:]:
-            total += t
-            squares += s
-        return total, squares
-    out = parts[0].copy()
-    for p in parts[1:]:
-        if mode == "min_depth":
-            np.minimum(out, p, out=out)
-        else:
-            out += p
-    return out
+def _combine(statistic: Statistic, *parts: Any) -> Any:
+    """Partial results of shards combined (sums added, minima lowered: exact, any order)."""
+    return statistic.combine(*parts)
 
 
-def _finish(rows: Rows, part: Any, mode: str, summary: DepthSummary) -> np.ndarray:
+def _finish(rows: Rows, part: Any, statistic: Statistic, summary: DepthSummary) -> np.ndarray:
     """Per-row values from the combined partial results, divided as the summary divides."""
-    if mode == "std":
-        depth, std = summary.depth_and_std_of_totals(*part)
-        return np.column_stack([rows.expand(depth), rows.expand(std)])
-    if mode == "min_depth":
-        return rows.expand(summary.min_depth_of_totals(part))
-    return rows.expand(summary.depth_of_totals(part))
+    return statistic.finish(summary, part, rows.expand)
 
 
 def _starts(chunks: tuple[float, ...]) -> list[float]:
@@ -191,13 +151,12 @@ def _starts(chunks: tuple[float, ...]) -> list[float]:
     return np.concatenate([[0.0], np.cumsum(np.asarray(chunks, dtype=np.float64))[:-1]]).tolist()
 
 
-def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: bool,
-                   token: str) -> da.Array:
+def _score_sharded(x: da.Array, summary: DepthSummary, statistic: Statistic,
+                   raise_nan: bool, token: str) -> da.Array:
     """Per row chunk: prepare, score against each shard where it is, combine, finish."""
     futures = hold(summary.blocks, key_name("load", token))
     m, n = summary.directions.shape[0], summary.n
-    exact = (mode == "min_depth" or (mode == "depth" and sums_are_exact(m, n))
-             or (mode == "std" and sums_are_exact(m, n) and squares_are_exact(m, n)))
+    exact = statistic.exact_in_any_order(m, n)
     groups = shards(futures, keep_order=not exact)
     directions = delayed(summary.directions, name=key_name("share", token, "directions"),
                          traverse=False)
@@ -210,7 +169,8 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     # i - READ_AHEAD is scored, so a worker whose shard lags holds no more chunks.
     reads = chunk_reads(x)
     chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
-    name = key_name("score", token) if mode != "std" else key_name("score", token, "std")
+    std = statistic.name == MEAN_STD.name
+    name = key_name("score", token, "std") if std else key_name("score", token)
     finals: list[Delayed] = []
     tokens: list[list[Delayed]] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
@@ -230,15 +190,15 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
                 # Exact partial results start empty and are combined in a tree;
                 # otherwise each shard adds into the running sum, in block order.
                 running = delayed(_score_shard, pure=True)(
-                    rows, directions, mode, None if exact else running,
+                    rows, directions, statistic, None if exact else running,
                     *[futures[b] for b in group],
                     dask_key_name=(key_name("score", token, "shard"), i, g))
                 parts.append(running)
         if exact:
-            running = tree_reduce(parts, partial(_combine, mode),
+            running = tree_reduce(parts, partial(_combine, statistic),
                                   key_name("merge", token, "score", i))
-        key = (name, i, 0) if mode == "std" else (name, i)  # the array's block (i[, 0])
-        finals.append(delayed(_finish, pure=True)(rows, running, mode, shell,
+        key = (name, i, 0) if std else (name, i)  # the array's block (i[, 0])
+        finals.append(delayed(_finish, pure=True)(rows, running, statistic, shell,
                                                   dask_key_name=key))
         if reads is not None:
             tokens.append([delayed(passed, pure=True)(
@@ -250,7 +210,7 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     layers = {**merged.layers, name: MaterializedLayer({})}
     dependencies = {**merged.dependencies, name: set(merged.layers)}
     graph = HighLevelGraph(layers, dependencies)
-    if mode == "std":
+    if std:
         return da.Array(graph, name, chunks=(x.chunks[0], (2,)), dtype=np.float64,
                         meta=np.empty((0, 0), dtype=np.float64))
     return da.Array(graph, name, chunks=(x.chunks[0],), dtype=np.float64,
@@ -260,17 +220,15 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
 # --------------------------------------------------------------------------- copied
 
 
-def _score_read(chunk: Any, summary: Any, statistic: str, raise_nan: bool,
+def _score_read(chunk: Any, summary: Any, statistic: Statistic, raise_nan: bool,
                 start: float) -> np.ndarray:
     """A row chunk (read here if it is a :class:`ChunkRead`) scored with the whole summary."""
     x = np.asarray(chunk() if isinstance(chunk, ChunkRead) else chunk, dtype=np.float64)
-    valid = _check_rows(x, raise_nan, start)
-    if statistic == "std":
-        return np.column_stack(summary.depth_and_std(x, valid))
-    return getattr(summary, statistic)(x, valid)
+    return statistic.score(summary, x, _check_rows(x, raise_nan, start))
 
 
-def _score_where_rows_are(x: da.Array, ref: Any, statistic: str, raise_nan: bool, token: str,
+def _score_where_rows_are(x: da.Array, ref: Any, statistic: Statistic, raise_nan: bool,
+                          token: str,
                           rows: list[RowGroup], reads: list[ChunkRead] | None) -> da.Array:
     """A summary copied to every worker, each row chunk scored on the worker that holds it.
 
@@ -285,7 +243,7 @@ def _score_where_rows_are(x: da.Array, ref: Any, statistic: str, raise_nan: bool
     local = local_copies([ref], [g.worker for g in rows], key_name("share", token, "at"))
     owner = {i: g.worker for g in rows for i in g.chunks}
     chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
-    std = statistic == "std"
+    std = statistic.name == MEAN_STD.name
     name = key_name("score", token, "std") if std else key_name("score", token)
     finals = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
@@ -308,23 +266,25 @@ def _score_where_rows_are(x: da.Array, ref: Any, statistic: str, raise_nan: bool
 
 @overload
 def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
-                statistic: str = ..., std: Literal[False] = ...) -> da.Array: ...
+                statistic: Statistic = ..., std: Literal[False] = ...) -> da.Array: ...
 @overload
 def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
-                statistic: str = ..., std: Literal[True]) -> tuple[da.Array, da.Array]: ...
+                statistic: Statistic = ..., std: Literal[True]) -> tuple[da.Array, da.Array]: ...
 
 
 def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
-                statistic: str = "depth",
+                statistic: Statistic = MEAN,
                 std: bool = False) -> da.Array | tuple[da.Array, da.Array]:
     """Lazy ``statistic`` of every row of ``x``, with the row chunks of ``x``.
 
     ``summary`` is a fitted summary (:class:`~daskdepth.summary.depth.DepthSummary`,
-    :class:`~daskdepth.summary.mass.MassSummary`) and ``statistic`` the name of
-    its method ``(x, valid) -> values`` that scores a chunk: ``'depth'`` (the
-    mean over directions) or ``'min_depth'`` (their minimum, the halfspace
-    depth) for a ``DepthSummary``.  With ``std``, also the depth's Monte Carlo
-    standard error over the directions
+    :class:`~daskdepth.summary.mass.MassSummary`, ...) and ``statistic`` the
+    :class:`~daskdepth.summary.statistics.Statistic` that scores a chunk with it:
+    :data:`~daskdepth.summary.statistics.MEAN` (the mean over directions) or
+    :data:`~daskdepth.summary.statistics.MIN` (their minimum, the halfspace
+    depth) for a ``DepthSummary``, :data:`~daskdepth.summary.statistics.WHOLE`
+    for a summary scored by its own ``depth``.  With ``std``, also the depth's
+    Monte Carlo standard error over the directions
     (:meth:`daskdepth.summary.depth.DepthSummary.depth_and_std`): each row
     chunk is scored once into ``(rows, 2)``, and the two columns are returned
     as lazy arrays with the row chunks of ``x``.
@@ -333,12 +293,11 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     a cluster, a depth summary is scored per row chunk by one task per shard
     (see the module docstring).  The same bits either way.
     """
-    if std and statistic != "depth":
+    if std and not statistic.has_std:
         raise ValueError(f"standard errors are defined for the mean over directions, not for "
-                         f"{statistic!r}")
-    if not callable(getattr(summary, "depth_and_std" if std else statistic, None)):
-        raise ValueError(f"a {type(summary).__name__} has no statistic {statistic!r}"
-                         + (" with standard errors" if std else ""))
+                         f"{statistic.name!r}")
+    if std:
+        statistic = MEAN_STD
     # On a cluster, a depth summary too large to copy to every worker (or one whose
     # fit left it sharded there) is scored where its blocks are; a smaller one is
     # copied to every worker, and rows are scored where they are.
@@ -347,7 +306,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
                and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
                     or shard_summary(summary.nbytes)))
     if sharded:
-        out = _score_sharded(x, summary, "std" if std else statistic, raise_nan, token)
+        out = _score_sharded(x, summary, statistic, raise_nan, token)
         # Computed directly, the arrays keep their shard tasks on the shards' workers.
         return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
     ref = _local_summary(summary, token)
@@ -357,7 +316,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     if rows:  # rows scored where they are, each worker reading its own copy
         # A plain dask array (as the map below): xarray refuses a Dataset mixing array
         # types, and a fused task that loses its placement is only placed by dask.
-        out = _score_where_rows_are(x, ref, "std" if std else statistic, raise_nan, token,
+        out = _score_where_rows_are(x, ref, statistic, raise_nan, token,
                                     rows, reads)
         return (out[:, 0], out[:, 1]) if std else out
     if not std:
@@ -366,7 +325,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
             meta=np.empty((0,), dtype=np.float64), name=key_name("score", token),
         )
     both = x.map_blocks(
-        _score_std_chunk, ref, raise_nan, chunks=(x.chunks[0], (2,)), dtype=np.float64,
+        _score_chunk, ref, statistic, raise_nan, chunks=(x.chunks[0], (2,)), dtype=np.float64,
         meta=np.empty((0, 0), dtype=np.float64), name=key_name("score", token, "std"),
     )
     return both[:, 0], both[:, 1]

@@ -36,6 +36,7 @@ VERBS: dict[str, str] = {
     "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
+    "rank": "projection depth: counts of projections around each direction's median or MAD",
 }
 
 
@@ -54,6 +55,8 @@ PHASES: dict[str, tuple[str, bool]] = {
                "rank test drops a direction", True),
     "frame": ("AI-IRW's invariant frame: whitened covariance and fourth moments", True),
     "pool": ("halfspace mass: the row sample its subsamples are drawn from", True),
+    "median": ("projection depth: counts that narrow each direction's median", True),
+    "mad": ("projection depth: counts that narrow each direction's MAD", True),
     "exact": ("in memory: sorted projections of every row, per direction block", False),
     "pilot": ("leaves planned from the row sample, per direction block", False),
     "histogram": ("exact leaf counts of every row chunk, one wave of direction blocks", True),

@@ -88,6 +88,7 @@ from ..summary.blocks import BlockHandle, BlockMeta, is_block, is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
 from ..summary.mass import MassSummary
+from ..summary.projection import ProjectionSummary
 from ..summary.sorted import BlockSorted
 from .atomic import MODEL_ATTR, MODEL_FORMAT, SafeOutput
 from .paths import (
@@ -128,7 +129,7 @@ DOCUMENT_KEYS = frozenset({"format", "format_version", "estimator", "params", "u
 #: The dataclasses a model may hold, by the ``module:qualname`` it stores them under.
 MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
                                   for c in (DepthSummary, BlockLeaves, BlockSorted,
-                                            MassSummary)}
+                                            MassSummary, ProjectionSummary)}
 #: Largest root metadata file (the document) read, for local stores.
 MAX_DOCUMENT_BYTES = 64 * 2**20
 #: Default cap on the memory a model's arrays may take once read; the environment

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import Any
 
@@ -13,29 +12,7 @@ from .leaves import BlockLeaves, _check_array, _check_int
 from .nbytes import describe_bytes
 from .rows import prepare_rows
 from .sorted import BlockSorted
-
-
-def mean_bound(errs: np.ndarray) -> float:
-    """Mean of per-direction bounds; it never exceeds the largest, so ``min`` drops rounding."""
-    return float(min(math.fsum(errs) / errs.size, errs.max())) if errs.size else 0.0
-
-
-#: The statistics over directions a :class:`DepthSummary` scores (its method names):
-#: the mean (IRW, AI-IRW) and the minimum (random halfspace depth).
-STATISTICS = ("depth", "min_depth")
-
-
-def statistic_bound(errs: np.ndarray, statistic: str) -> float:
-    """Certified bound of ``statistic`` over directions with per-direction bounds ``errs``.
-
-    The mean of values each within ``errs[j]`` is within their mean; the
-    minimum is within their largest (``|min a - min b| <= max |a - b|``).
-    """
-    if statistic == "depth":
-        return mean_bound(errs)
-    if statistic == "min_depth":
-        return float(errs.max()) if errs.size else 0.0
-    raise ValueError(f"unknown statistic {statistic!r}; expected one of {STATISTICS}")
+from .statistics import MEAN, Statistic
 
 
 @dataclass
@@ -137,15 +114,16 @@ class DepthSummary:
         return np.concatenate([b.direction_errors(self.n) for b in self.blocks]
                               or [np.zeros(0)])
 
-    def error_bound(self, statistic: str = "depth") -> float:
+    def error_bound(self, statistic: Statistic = MEAN) -> float:
         """Certified bound on |estimated - exact| ``statistic``, for every point.
 
-        The depth (``statistic='depth'``) averages the directions'
-        contributions, so its bound is the mean over directions of each
-        direction's worst leaf; the halfspace depth (``'min_depth'``) takes
-        their minimum, so its bound is the worst leaf over all directions.
+        The depth (:data:`~daskdepth.summary.statistics.MEAN`) averages the
+        directions' contributions, so its bound is the mean over directions of
+        each direction's worst leaf; the halfspace depth
+        (:data:`~daskdepth.summary.statistics.MIN`) takes their minimum, so its
+        bound is the worst leaf over all directions.
         """
-        return statistic_bound(self.direction_errors(), statistic)
+        return statistic.bound(self.direction_errors())
 
     def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
         """Depth of the rows of ``x`` (NaN where ``valid`` is False).

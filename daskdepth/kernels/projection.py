@@ -1,0 +1,122 @@
+"""Projection depth kernels: exact order statistics of projections, and the score of rows.
+
+The projection depth (Zuo & Serfling, 2000) of ``x`` over directions ``v_j``
+is ``1 / (1 + max_j |<x - mu, v_j> - med_j| / mad_j)`` with ``med_j`` the
+median of the reference rows' projections on ``v_j`` and ``mad_j`` the median
+of their absolute deviations from it.  Fitting finds ``med_j`` and ``mad_j``
+exactly by selection: each pass counts, per direction and wanted rank, the
+values below, above and in equal-width bins of a bracket (with each bin's
+smallest and largest value), or collects the values of a bracket that holds
+few; the client then narrows each bracket to the bin that holds the rank.
+Every projection is :func:`~daskdepth.kernels.mass.centred_dot` of the centred
+row (features summed in order), at fit and at scoring alike, so the counts,
+and the order statistics, do not depend on the chunking.
+
+NumPy/Numba only, no Dask.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._jit import kernel
+from .mass import centred_dot
+
+
+@kernel
+def _value(p, centre):
+    """The value a selection ranks: the projection, or its distance to ``centre`` (not NaN)."""
+    if centre != centre:
+        return p
+    return abs(p - centre)
+
+
+@kernel
+def _bin(v, lo, hi, nbins):
+    """Bin of ``v``: 0 below ``lo``, ``nbins + 1`` above ``hi``, else ``1 .. nbins``.
+
+    Halves first, so that ``hi - lo`` cannot overflow; a monotone function of
+    ``v``, so each bin holds an interval of values.
+    """
+    if v < lo:
+        return 0
+    if v > hi:
+        return nbins + 1
+    width = hi / 2 - lo / 2
+    if not width > 0:
+        return 1
+    b = int((v / 2 - lo / 2) / width * nbins)
+    if b >= nbins:
+        b = nbins - 1
+    return b + 1
+
+
+@kernel
+def rank_counts(xc, valid, v, dirs, qptr, centre, lo, hi, collect, nbins, counts, vmin, vmax,
+                filled, values, offsets):
+    """Count (and with ``values``, collect) the ranked values of every selection problem.
+
+    Problem ``q`` (``qptr[k] <= q < qptr[k + 1]``) ranks the values of direction
+    ``dirs[k]``: the projection ``p`` of each valid centred row, or ``|p -
+    centre[q]|`` where ``centre[q]`` is not NaN.  ``counts[q, b]`` counts them
+    per :func:`_bin` of ``[lo[q], hi[q]]`` and ``vmin``/``vmax`` keep each bin's
+    extremes.  For problems with ``collect[q]``, the values within the bracket
+    are also written to ``values[offsets[q] + ...]`` when ``values`` is not
+    empty (``filled[q]`` counts them): call once to count, then once to fill.
+    """
+    fill = values.size > 0
+    for r in range(xc.shape[0]):
+        if not valid[r]:
+            continue
+        row = xc[r]
+        for k in range(dirs.size):
+            p = centred_dot(row, v, dirs[k])
+            for q in range(qptr[k], qptr[k + 1]):
+                val = _value(p, centre[q])
+                b = _bin(val, lo[q], hi[q], nbins)
+                if not fill:
+                    counts[q, b] += 1
+                    if val < vmin[q, b]:
+                        vmin[q, b] = val
+                    if val > vmax[q, b]:
+                        vmax[q, b] = val
+                elif collect[q] and 0 < b <= nbins:
+                    values[offsets[q] + filled[q]] = val
+                    filled[q] += 1
+
+
+@kernel
+def projection_depth(xc, v, med, mad, valid, out):
+    """``1 / (1 + max_j |<xc[r], v[j]> - med[j]| / mad[j])`` per row; NaN where not ``valid``.
+
+    A direction with ``mad[j] == 0`` (more than half the reference projections
+    tie at the median) gives outlyingness 0 to a row at the median and
+    infinity (depth 0) to any other: the limit of the ratio as the spread
+    vanishes, computed without dividing by zero.
+    """
+    for r in range(xc.shape[0]):
+        if not valid[r]:
+            out[r] = np.nan
+            continue
+        row = xc[r]
+        worst = 0.0
+        for j in range(v.shape[0]):
+            dev = abs(centred_dot(row, v, j) - med[j])
+            if mad[j] > 0:
+                o = dev / mad[j]
+            elif dev > 0:
+                o = np.inf
+            else:
+                o = 0.0
+            if o > worst:
+                worst = o
+        out[r] = 1.0 / (1.0 + worst)
+
+
+@kernel
+def project_rows(xc, v, out):
+    """``out[j, r] = <xc[r], v[j]>``: every row projected on every direction, as scoring does."""
+    for r in range(xc.shape[0]):
+        row = xc[r]
+        for j in range(v.shape[0]):
+            out[j, r] = centred_dot(row, v, j)

@@ -1,0 +1,91 @@
+"""The fitted projection depth: centring, directions and each direction's median and MAD."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..kernels.projection import projection_depth
+from .leaves import _check_array, _check_int
+from .nbytes import describe_bytes
+from .rows import prepare_rows
+
+
+@dataclass
+class ProjectionSummary:
+    """Everything needed to score points with the projection depth: two numbers per direction.
+
+    ``medians[j]`` is the median of the reference rows' projections
+    ``<row - location, directions[j]>`` (the mean of the two middle ones for an
+    even count, as NumPy's) and ``mads[j]`` the median of their absolute
+    deviations from it (unscaled).  ``n`` is the number of reference rows.
+    """
+
+    location: np.ndarray
+    directions: np.ndarray
+    medians: np.ndarray
+    mads: np.ndarray
+    n: int
+
+    @property
+    def nbytes(self) -> int:
+        return self.directions.nbytes + self.medians.nbytes + self.mads.nbytes
+
+    def __repr__(self) -> str:
+        """One line (the dataclass's repr printed every array).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> ProjectionSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3), 100)
+        <ProjectionSummary: n=100 rows, d=2, 3 directions, 96 bytes>
+        """
+        m, d = (int(v) for v in self.directions.shape)
+        return (f"<ProjectionSummary: n={self.n:,} rows, d={d}, {m:,} direction"
+                f"{'s' * (m != 1)}, {describe_bytes(self.nbytes)}>")
+
+    def validate(self) -> None:
+        """Refuse a summary this package could not have built (e.g. loaded from a file).
+
+        ``n`` a positive integer; ``location`` (d,), ``directions`` (m, d),
+        ``medians`` (m,) finite float64 arrays; ``mads`` (m,) finite and not
+        negative.
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.n, "n", 1)
+        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
+            raise ValueError("directions is not a 2-D array")
+        m, d = self.directions.shape
+        _check_array(self.location, "location", (np.float64,), (d,))
+        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), max(d, 1)))
+        _check_array(self.medians, "medians", (np.float64,), (m,))
+        _check_array(self.mads, "mads", (np.float64,), (m,))
+        if not all(np.isfinite(a).all() for a in (self.location, self.directions, self.medians,
+                                                  self.mads)):
+            raise ValueError("location, directions, medians or mads hold values that are not "
+                             "finite")
+        if not (self.mads >= 0).all():
+            raise ValueError("mads holds negative values")
+
+    def depth(self, x: np.ndarray, valid: np.ndarray | None = None) -> np.ndarray:
+        """Projection depth of the rows of ``x`` (NaN where ``valid`` is False), in [0, 1].
+
+        Duplicate rows are scored once (:func:`daskdepth.summary.rows.prepare_rows`).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> s = ProjectionSummary(np.zeros(1), np.ones((1, 1)), np.zeros(1), np.ones(1), 3)
+        >>> s.depth(np.array([[0.0], [1.0], [3.0]])).tolist()
+        [1.0, 0.5, 0.25]
+        """
+        rows = prepare_rows(x, self.location, valid, order=False)
+        out = np.empty(rows.x.shape[0])
+        projection_depth(rows.x, np.ascontiguousarray(self.directions), self.medians,
+                         self.mads, rows.valid, out)
+        return rows.expand(out)
