@@ -165,7 +165,7 @@ def test_pandas_dataframe_in_series_out(cls, gaussian):
 
 @pytest.mark.parametrize("contamination", [None, 0.1])
 def test_score_return_types_per_call_form(gaussian, contamination):
-    """daskdepth.score: depth alone, or (depth, outlier) with contamination, in X's kind."""
+    """daskdepth.score: the depth alone; daskdepth.outliers: (depth, outlier); in X's kind."""
     index = pd.RangeIndex(1000, 1000 + gaussian.shape[0])
     df = pd.DataFrame(gaussian, columns=["a", "b", "c"], index=index)
     xa = _dataarray(gaussian)
@@ -174,8 +174,10 @@ def test_score_return_types_per_call_form(gaussian, contamination):
              "dask-dataframe": (dd.from_pandas(df, npartitions=3), dd.Series),
              "xarray": (xa, xr.DataArray)}
     for kind, (data, container) in forms.items():
-        out = daskdepth.score(data, random_state=0, n_directions=20, tol=1e-3,
-                              contamination=contamination)
+        out = (daskdepth.score(data, random_state=0, n_directions=20, tol=1e-3)
+               if contamination is None else
+               daskdepth.outliers(data, random_state=0, n_directions=20, tol=1e-3,
+                                  contamination=contamination))
         parts = (out,) if contamination is None else out
         assert isinstance(out, tuple) == (contamination is not None), kind
         for part in parts:
@@ -322,10 +324,10 @@ def test_score_reference_with_other_features_names_reference_and_x(gaussian, mon
 
 
 @pytest.mark.parametrize("kind", ["numpy", "dask", "xarray"])
-def test_score_with_contamination_flags_outliers(gaussian, kind):
+def test_outliers_flags_outliers(gaussian, kind):
     X = {"numpy": gaussian, "dask": chunked(gaussian, 500),
          "xarray": _dataarray(gaussian)}[kind]
-    depth, outlier = daskdepth.score(X, contamination=0.05, n_directions=30, random_state=2)
+    depth, outlier = daskdepth.outliers(X, contamination=0.05, n_directions=30, random_state=2)
     model = daskdepth.AIIRW(n_directions=30, random_state=2, contamination=0.05).fit(X)
     assert type(outlier) is type(depth)
     if kind == "dask":
@@ -334,7 +336,12 @@ def test_score_with_contamination_flags_outliers(gaussian, kind):
     np.testing.assert_array_equal(np.asarray(depth), np.asarray(model.score_samples(X)))
     assert np.asarray(outlier).dtype == bool
     with pytest.raises(ValueError, match="'auto' .* has no meaning for a depth"):
-        daskdepth.score(X, contamination="auto")
+        daskdepth.outliers(X, contamination="auto")
+    # score() has one return type: the depths; a contamination names the function to call.
+    with pytest.raises(TypeError, match=r"daskdepth\.outliers\(X, contamination=\.\.\.\)"):
+        daskdepth.score(X, contamination=0.05)
+    assert type(daskdepth.score(X, contamination=None, n_directions=30, random_state=2)) \
+        is type(depth)
 
 
 def test_score_passes_covariance(gaussian):

@@ -117,7 +117,7 @@ def score(X: Any, reference: Any = None, *, depth: str = "ai-irw", sample_dim: A
     >>> daskdepth.score(frame, random_state=0).index[:3].tolist()
     [100, 101, 102]
     """
-    if "contamination" in params:
+    if params.pop("contamination", None) is not None:
         raise TypeError("score() returns the depths only; for outlier flags too, call "
                         "daskdepth.outliers(X, contamination=...), which returns "
                         "(depth, outlier)")

@@ -137,11 +137,11 @@ def order_statistics(x: da.Array, location: np.ndarray, directions: np.ndarray,
                             np.array([collect[t] for t in todo]))
         problems.qptr = np.searchsorted([j for j, _ in todo], np.append(problems.dirs, m))
         problems.centre = centre_of[[j for j, _ in todo]]
-        shared = delayed(problems, name=key_name("rank", token, name, passes, "problems"),
+        shared = delayed(problems, name=key_name("count", token, name, passes, "problems"),
                          traverse=False)
         result = reduce_chunks(blocks, _count_chunk, _merge,
-                               key=(key_name("rank", token, name, passes),),
-                               merge_key=key_name("merge", token, "rank", name, passes),
+                               key=(key_name("count", token, name, passes),),
+                               merge_key=key_name("merge", token, "count", name, passes),
                                args=(shared,))
         with phase(name):
             (counts,) = dask.compute(result)

@@ -27,7 +27,8 @@ VERBS: dict[str, str] = {
     "bin": "a direction block's leaves, shared by the pass tasks",
     "dedup": "row chunks centred and their duplicate rows merged, once per pass",
     "gate": "a shard's task of a row chunk has run: a later chunk may be read",
-    "count": "exact leaf counts of every row chunk and direction block",
+    "count": ("exact leaf counts of every row chunk and direction block (the projection "
+              "depth: counts around each direction's median and MAD)"),
     "build": "light leaves merged and scores tabulated, per direction block",
     "hone": "values of the leaves still too heavy, per row chunk and direction block",
     "split": "heavy leaves split exactly and finished again, per direction block",
@@ -36,7 +37,6 @@ VERBS: dict[str, str] = {
     "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
-    "rank": "projection depth: counts of projections around each direction's median or MAD",
 }
 
 
