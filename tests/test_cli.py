@@ -186,11 +186,7 @@ def test_score_refinement_pass_on_the_default_local_cluster(tmp_path, capsys):
     assert main([*args, "--out", str(tmp_path / "threads.zarr"), "--scheduler", "threads"]) == 0
     assert _open(tmp_path / "threads.zarr").attrs["error_bound"] <= 5e-4
     status = main([*args, "--out", str(tmp_path / "cluster.zarr")])
-    err = capsys.readouterr().err
-    if status == 1 and "'Future' object has no attribute" in err:
-        pytest.xfail("core bug: with a distributed Client the refinement pass re-scatters an "
-                     "already scattered summary (fitting.summaries -> passes.leaves._block_pass)")
-    assert status == 0, err
+    assert status == 0, capsys.readouterr().err
     np.testing.assert_array_equal(_open(tmp_path / "cluster.zarr")["depth"].values,
                                   _open(tmp_path / "threads.zarr")["depth"].values)
 
