@@ -73,3 +73,20 @@ def halfspace_mass(reference: np.ndarray, points: np.ndarray, location: np.ndarr
     below = project(points, location, directions) < splits
     mass = np.where(below, left, 1.0 - left).mean(axis=1)
     return left, mass
+
+
+def projection_depth(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
+                     directions: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Projection depth over the given directions with NumPy's median, in plain NumPy.
+
+    Returns each direction's median and MAD (unscaled median of the absolute
+    deviations) of the reference projections, and the depth of every point,
+    ``1 / (1 + max_j |q_j - med_j| / mad_j)``, a ratio with ``mad_j = 0`` taken
+    as 0 at the median and infinite elsewhere.
+    """
+    pr = project(reference, location, directions)
+    med = np.median(pr, axis=0)
+    mad = np.median(np.abs(pr - med), axis=0)
+    dev = np.abs(project(points, location, directions) - med)
+    ratio = np.where(mad > 0, dev / np.where(mad > 0, mad, 1.0), np.where(dev > 0, np.inf, 0.0))
+    return med, mad, 1.0 / (1.0 + ratio.max(axis=1))
