@@ -535,6 +535,14 @@ def test_package_namespace_is_the_public_api():
     assert "outlier_auroc" in fresh.__all__
     with pytest.raises(AttributeError, match="no attribute 'Any'"):
         fresh.Any  # noqa: B018
+    # The public exceptions and warnings are the package's; a summary is not an entry point.
+    from daskdepth import errors
+
+    for name in ("FitTooLargeError", "InputError", "MissingInputError", "ModelFormatError",
+                 "OutputError", "ParameterError", "ZeroCovarianceError", "KernelCacheWarning"):
+        assert name in fresh.__all__ and getattr(fresh, name) is getattr(errors, name)
+    assert "DepthSummary" not in fresh.__all__ and fresh.DepthSummary is not None
+    assert {"Projection", "outliers"} <= set(fresh.__all__)
 
 
 # --------------------------------------------------------------------------- evaluation

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sklearn.utils.estimator_checks import parametrize_with_checks
 
-import daskdepth
+from daskdepth.estimators import DEPTHS
 
 #: Checks that fail by design: daskdepth writes its own messages, naming the
 #: problem and the fix, instead of scikit-learn's stock wording.  (check_dtype_object
@@ -24,11 +24,13 @@ def _expected_failed_checks(estimator):
     return dict(DESIGN)
 
 
+def checked_estimators() -> list:
+    """One estimator of every registered depth, small enough for the checks."""
+    return [cls(n_directions=50, random_state=0) for cls in DEPTHS.values()]
+
+
 @parametrize_with_checks(
-    [daskdepth.AIIRW(n_directions=50, random_state=0),
-     daskdepth.IRW(n_directions=50, random_state=0),
-     daskdepth.Halfspace(n_directions=50, random_state=0),
-     daskdepth.HalfspaceMass(n_directions=50, random_state=0)],
+    checked_estimators(),
     expected_failed_checks=_expected_failed_checks,
     xfail_strict=True,
 )
