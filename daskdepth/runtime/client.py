@@ -30,6 +30,20 @@ def active_client() -> Any | None:
         return None
 
 
+def worker_records(client: Any) -> dict[str, dict[str, Any]]:
+    """The scheduler's record of every connected worker, by address.
+
+    All of them: ``scheduler_info()`` lists only the first few workers unless
+    asked for all (``n_workers=-1``), which older clients do not take.  Errors
+    of the scheduler's answer are the caller's to handle.
+    """
+    try:
+        info = client.scheduler_info(n_workers=-1)
+    except TypeError:  # pragma: no cover - an older client signature
+        info = client.scheduler_info()
+    return dict(info["workers"])
+
+
 #: Told ``(name, True, span_id)`` when a phase starts and ``(name, False, span_id)`` when it
 #: ends; ``span_id`` is the distributed span's id, None for work done here without tasks.
 PhaseListener = Callable[[str, bool, "str | None"], None]

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from distributed.system import MEMORY_LIMIT
 
 from ..summary.leaves import LUT32_MAX_ROWS
-from .client import active_client
+from .client import active_client, worker_records
 
 #: Share of one worker thread's memory that the working set of one task may use.
 TASK_SHARE = 1 / 8
@@ -96,12 +96,9 @@ def worker_memory() -> WorkerMemory:
     if client is None:
         return local
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    except Exception:  # pragma: no cover - e.g. an older client signature
-        try:
-            workers = client.scheduler_info()["workers"].values()
-        except Exception:
-            return local
+        workers = worker_records(client).values()
+    except Exception:  # pragma: no cover - the scheduler did not answer
+        return local
     workers = list(workers)
     best: WorkerMemory | None = None
     for w in workers:
@@ -460,8 +457,8 @@ def free_worker_memory() -> int | None:
     if client is None:
         return None
     try:
-        workers = client.scheduler_info(n_workers=-1)["workers"].values()
-    except Exception:  # pragma: no cover - an older client signature
+        workers = worker_records(client).values()
+    except Exception:  # pragma: no cover - the scheduler did not answer
         return None
     free = []
     for w in workers:

@@ -29,7 +29,7 @@ from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
-from .client import active_client
+from .client import active_client, worker_records
 from .placement import keep_placed
 
 
@@ -100,11 +100,7 @@ def graph_ref(block: Any, name: str) -> Any:
 
 def _workers(client: Any) -> list[str]:
     """Addresses of the connected workers, in a fixed order."""
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # pragma: no cover - an older client signature
-        info = client.scheduler_info()
-    return sorted(info["workers"])
+    return sorted(worker_records(client))
 
 
 def spread_runs(count: int, workers: int) -> list[range]:
@@ -430,11 +426,8 @@ def on_worker(worker: str | None) -> Any:
 
 def _threads(client: Any) -> dict[str, int]:
     """Threads of each connected worker."""
-    try:
-        info = client.scheduler_info(n_workers=-1)
-    except TypeError:  # pragma: no cover - an older client signature
-        info = client.scheduler_info()
-    return {addr: max(1, int(w.get("nthreads") or 1)) for addr, w in info["workers"].items()}
+    return {addr: max(1, int(w.get("nthreads") or 1))
+            for addr, w in worker_records(client).items()}
 
 
 class PlacedArray(da.Array):
