@@ -32,6 +32,8 @@ from ..summary.rows import prepare_rows
 NBINS = 256
 #: A bracket holding at most this many values is collected whole by the next pass.
 COLLECT_MAX = 2048
+#: Bytes of the sample's values held at once (a block of directions at a time).
+SAMPLE_BLOCK_BYTES = 64 * 2**20
 #: Half-width of the bracket read from the row sample, in binomial standard deviations
 #: of the wanted rank's position in the sample.
 SAMPLE_MARGIN = 5.0
@@ -114,19 +116,25 @@ def order_statistics(x: da.Array, location: np.ndarray, directions: np.ndarray,
     """
     m = directions.shape[0]
     centre_of = np.full(m, np.nan) if centres is None else np.asarray(centres, dtype=np.float64)
-    proj = _sample_values(sample, location, directions, centre_of)
     out = np.empty((m, len(ranks)))
-    if sample.shape[0] == n:  # every finite row: select in memory
-        part = np.partition(proj, list(ranks), axis=1)
-        out[:] = part[:, list(ranks)]
-        return out, 0
-    ordered = np.sort(proj, axis=1)
-    # Open problems: (direction, index of the rank), bracket, and whether to collect.
-    todo = [(j, i) for j in range(m) for i in range(len(ranks))]
     lo, hi, collect = {}, {}, {}
-    for j, i in todo:
-        lo[j, i], hi[j, i], expected = _sample_brackets(ordered[j], ranks[i], n)
-        collect[j, i] = expected <= COLLECT_MAX // 2
+    rows = prepare_rows(sample, location, merge=False, order=False)
+    step = max(1, SAMPLE_BLOCK_BYTES // (8 * max(1, rows.x.shape[0])))
+    for j0 in range(0, m, step):  # the sample's values, a block of directions at a time
+        j1 = min(m, j0 + step)
+        proj = _sample_values(rows.x, directions[j0:j1], centre_of[j0:j1])
+        if sample.shape[0] == n:  # every finite row: select in memory
+            out[j0:j1] = np.partition(proj, list(ranks), axis=1)[:, list(ranks)]
+            continue
+        ordered = np.sort(proj, axis=1)
+        for j in range(j0, j1):
+            for i, rank in enumerate(ranks):
+                lo[j, i], hi[j, i], expected = _sample_brackets(ordered[j - j0], rank, n)
+                collect[j, i] = expected <= COLLECT_MAX // 2
+    if sample.shape[0] == n:
+        return out, 0
+    # Open problems: (direction, index of the rank), with their brackets.
+    todo = sorted(lo)
     blocks, _ = row_blocks(x)
     passes = 0
     while todo:
@@ -170,13 +178,10 @@ def order_statistics(x: da.Array, location: np.ndarray, directions: np.ndarray,
     return out, passes
 
 
-def _sample_values(sample: np.ndarray, location: np.ndarray, directions: np.ndarray,
-                   centres: np.ndarray) -> np.ndarray:
-    """The ranked values of the sample's rows, ``(m, rows)``, computed as the passes do."""
-    rows = prepare_rows(sample, location, merge=False, order=False)
-    out = np.empty((directions.shape[0], rows.x.shape[0]))
-    project_rows(rows.x, np.ascontiguousarray(directions), out)
+def _sample_values(xc: np.ndarray, directions: np.ndarray, centres: np.ndarray) -> np.ndarray:
+    """The ranked values of centred rows, ``(directions, rows)``, computed as the passes do."""
+    out = np.empty((directions.shape[0], xc.shape[0]))
+    project_rows(xc, np.ascontiguousarray(directions), out)
     has = ~np.isnan(centres)
     out[has] = np.abs(out[has] - centres[has, None])
     return out
-
