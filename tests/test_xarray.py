@@ -245,8 +245,8 @@ def test_score_reads_the_orientation_and_keeps_coordinates():
     _, unnamed = _features_first(("band", "pixel"))
     with pytest.raises(ValueError, match="sample_dim='pixel'"):
         daskdepth.score(unnamed)
-    depth, outlier = daskdepth.score(unnamed, n_directions=30, random_state=0,
-                                     sample_dim="pixel", contamination=0.1)
+    depth, outlier = daskdepth.outliers(unnamed, n_directions=30, random_state=0,
+                                        sample_dim="pixel", contamination=0.1)
     assert depth.dims == outlier.dims == ("pixel",) and outlier.name == "outlier"
     np.testing.assert_array_equal(depth.values, out.values)
     # a reference and points to score, both features-first

@@ -34,7 +34,7 @@ USAGE = "daskdepth [-h] [--version] COMMAND ..."
 
 DESCRIPTION = """\
 Distributed data depth over Zarr stores: AI-IRW, IRW, the random halfspace
-(Tukey) depth and the half-space mass (--depth).
+(Tukey) depth, the half-space mass and the projection depth (--depth).
 
 commands:
   score INPUT --out OUTPUT     fit on INPUT and write the depth of its rows
