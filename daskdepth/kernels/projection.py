@@ -63,14 +63,15 @@ def rank_counts(xc, valid, v, dirs, qptr, centre, lo, hi, collect, nbins, counts
     extremes.  For problems with ``collect[q]``, the values within the bracket
     are also written to ``values[offsets[q] + ...]`` when ``values`` is not
     empty (``filled[q]`` counts them): call once to count, then once to fill.
+    Direction by direction, so that a problem's counts stay in cache.
     """
     fill = values.size > 0
-    for r in range(xc.shape[0]):
-        if not valid[r]:
-            continue
-        row = xc[r]
-        for k in range(dirs.size):
-            p = centred_dot(row, v, dirs[k])
+    for k in range(dirs.size):
+        j = dirs[k]
+        for r in range(xc.shape[0]):
+            if not valid[r]:
+                continue
+            p = centred_dot(xc[r], v, j)
             for q in range(qptr[k], qptr[k + 1]):
                 val = _value(p, centre[q])
                 b = _bin(val, lo[q], hi[q], nbins)
