@@ -20,6 +20,7 @@ from distributed import Client, LocalCluster
 import daskdepth
 import daskdepth.passes.scoring
 import daskdepth.runtime.memory
+import daskdepth.summary.statistics
 from daskdepth.errors import ModelFormatError
 from daskdepth.runtime.shards import ClusterBlock, spread_runs
 from daskdepth.storage.modelformat import StoredBlock
@@ -140,7 +141,7 @@ def test_partial_sums_are_exact_or_chained(cluster, data, queries, local, monkey
     """Beyond 2**53 half rows the shards are visited in block order: same bits."""
     model, base = local
     assert sums_are_exact(M, model.n_samples_fit_)
-    monkeypatch.setattr(daskdepth.passes.scoring, "sums_are_exact", lambda m, n: False)
+    monkeypatch.setattr(daskdepth.summary.statistics, "sums_are_exact", lambda m, n: False)
     with Client(cluster):
         got = model.score_samples(queries)
     np.testing.assert_array_equal(got, base)
@@ -225,7 +226,7 @@ def test_halfspace_and_standard_errors_are_sharded_with_the_same_bits(cluster, d
         lazy = ai.score_samples(chunked(queries, 2200), return_std=True)
         lazy = dask.compute(*lazy)
         # Beyond exact sums of squares the shards are visited in block order: same bits.
-        monkeypatch.setattr(daskdepth.passes.scoring, "squares_are_exact", lambda m, n: False)
+        monkeypatch.setattr(daskdepth.summary.statistics, "squares_are_exact", lambda m, n: False)
         chained = ai.score_samples(queries, return_std=True)
     np.testing.assert_array_equal(low, base_min)
     for got in ((depth, std), lazy, chained):
