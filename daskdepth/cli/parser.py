@@ -149,7 +149,7 @@ def build_parser() -> argparse.ArgumentParser:
     # deferred: the estimators import Dask; importing the CLI must not (--version)
     from ..covariance.estimate import COVARIANCE_METHODS
     from ..estimators import DEPTHS, check_param
-    from ..estimators.params import DEFAULT_TOL, FRAMES
+    from ..estimators.params import DEFAULT_TOL, FRAMES, short_number
     from ..estimators.registry import takers
     from ..runtime.client import LOCAL_SCHEDULERS
 
@@ -216,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
                               "(default: (n + d + 1) / 2n, as scikit-learn)")
     fitting.add_argument("--tol", type=param("tol", float, "a number"), metavar="T",
                          help=f"{only('tol')}: certified bound on the depth error (default: "
-                              f"{DEFAULT_TOL:g}; 0: exact)")
+                              f"{short_number(DEFAULT_TOL)}; 0: exact)")
     fitting.add_argument("--seed", type=param("random_state", int, "an integer seed"),
                          metavar="S", help="random seed (default: drawn at random and recorded)")
     nan_policy = argparse.ArgumentParser(add_help=False)

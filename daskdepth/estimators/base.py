@@ -467,7 +467,7 @@ _PARAMS_DOC = """
         ``score_samples(X, return_std=True)``) is at most 0.005 for every point
         of a pilot (100 directions, 2,000 points of the row sample against up
         to 16,384 of its rows).  ``n_directions_`` is the ``m`` used.
-{cov}    tol : float, default={tol:g}
+{cov}    tol : float, default={tol}
         Certified bound on the absolute difference between the computed depth and
         the exact depth for the same directions; ``error_bound_ <= tol`` after
         fitting.  ``tol=0`` gives the exact depth, at a memory cost that grows with

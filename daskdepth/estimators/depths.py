@@ -11,7 +11,7 @@ from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
 from ..summary.statistics import MIN
 from .base import _PARAMS_DOC, DepthDetector
-from .params import CONSTRAINTS, DEFAULT_TOL
+from .params import CONSTRAINTS, DEFAULT_TOL, short_number
 
 
 def _without_auto(doc: str) -> str:
@@ -76,7 +76,7 @@ class AIIRW(DepthDetector):
     a few chunked passes and scored with one ``map_blocks``.
 """
         + _PARAMS_DOC.format(cov=_COVARIANCE_DOC + _FRAME_DOC,
-                             cov_attr=" that defines the whitening", tol=DEFAULT_TOL)
+                             cov_attr=" that defines the whitening", tol=short_number(DEFAULT_TOL))
         + """
     Examples
     --------
@@ -129,7 +129,7 @@ class IRW(DepthDetector):
     be on comparable scales.
 """
         + _PARAMS_DOC.format(cov="", cov_attr=" (informative; IRW does not whiten)",
-                             tol=DEFAULT_TOL)
+                             tol=short_number(DEFAULT_TOL))
         + """
     Examples
     --------
@@ -222,7 +222,7 @@ class Halfspace(DepthDetector):
         does; ``covariance`` and ``support_fraction`` apply only then.
 """ + _COVARIANCE_DOC,
             cov_attr=" (that defines the whitening with ``affine_invariant=True``)",
-            tol=DEFAULT_TOL,
+            tol=short_number(DEFAULT_TOL),
         )
         + """
     Examples

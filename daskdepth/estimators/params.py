@@ -25,6 +25,20 @@ from .inputs import NAN_POLICIES
 #: The default ``tol`` of the depths that take one: the certified bound on the depth error.
 DEFAULT_TOL = 1e-4
 
+
+def short_number(value: float) -> str:
+    """``value`` as the docs write it: ``1e-4`` for 1e-4, ``0.5`` for 0.5.
+
+    Examples
+    --------
+    >>> short_number(DEFAULT_TOL), short_number(0.5), short_number(2.5e-7)
+    ('1e-4', '0.5', '2.5e-7')
+    """
+    if value == 0 or 1e-3 <= abs(value) < 1e4:
+        return f"{value:g}"
+    mantissa, exponent = f"{value:e}".split("e")
+    return f"{float(mantissa):g}e{int(exponent)}"
+
 #: The values of AI-IRW's ``frame=``.
 FRAMES = ("correlation", "invariant")
 
@@ -58,7 +72,7 @@ HINTS = {
                    + ", ".join(repr(m) for m in COVARIANCE_METHODS) + " or a (d, d) array"),
     "support_fraction": ("support_fraction must be a number in (0, 1] or None (then "
                          "(n + d + 1) / 2n, as scikit-learn's MinCovDet)"),
-    "tol": f"tol=0 gives the exact depth; the default is {DEFAULT_TOL:g}",
+    "tol": f"tol=0 gives the exact depth; the default is {short_number(DEFAULT_TOL)}",
     "nan_policy": "'raise' rejects rows with NaN or inf, 'omit' gives them NaN depth",
     "affine_invariant": "pass True (directions whitened by the covariance) or False",
     "subsample_size": ("the number of rows of each half-space's subsample (psi in Chen et al., "
