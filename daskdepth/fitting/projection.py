@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import dask.array as da
 import numpy as np
 
-from ..passes.ranks import order_statistics
+from ..passes.ranks import median_and_mad, middle, order_statistics
 from ..summary.projection import ProjectionSummary
 from ..summary.statistics import WHOLE
 from .fit import FitFrame, every_row, fit_frame
@@ -24,17 +24,6 @@ class FittedProjection:
     passes: int
     sample_depth: np.ndarray
     train_depth: np.ndarray | None
-
-
-def middle(values: np.ndarray) -> np.ndarray:
-    """NumPy's median from its two middle order statistics (columns): their mean.
-
-    Examples
-    --------
-    >>> middle(np.array([[1.0, 2.0], [3.0, 3.0]])).tolist()
-    [1.5, 3.0]
-    """
-    return values[:, 0] if values.shape[1] == 1 else (values[:, 0] + values[:, 1]) / 2
 
 
 def fit_projection(x: da.Array, *, n_directions: int | None, covariance: object,
@@ -55,15 +44,20 @@ def fit_projection(x: da.Array, *, n_directions: int | None, covariance: object,
                    statistic="projection", plan=False)
     mom, location = fr.mom, fr.cfit.location
     n = mom.n
-    ranks = tuple(sorted({(n - 1) // 2, n // 2}))  # NumPy's middle order statistics
-    med, first = order_statistics(x, location, fr.directions, mom.sample, n, ranks, None,
-                                  fr.token, "median")
-    medians = middle(med)
-    mad, second = order_statistics(x, location, fr.directions, mom.sample, n, ranks, medians,
-                                   fr.token, "mad")
-    summary = ProjectionSummary(location, fr.directions, medians, middle(mad), n)
+    if mom.sample.shape[0] == n:  # every finite row is in the sample: no pass
+        medians, mads = median_and_mad(mom.sample, location, fr.directions)
+        passes = 0
+    else:
+        ranks = tuple(sorted({(n - 1) // 2, n // 2}))  # NumPy's middle order statistics
+        med, first = order_statistics(x, location, fr.directions, mom.sample, n, ranks, None,
+                                      fr.token, "median")
+        medians = middle(med)
+        mad, second = order_statistics(x, location, fr.directions, mom.sample, n, ranks,
+                                       medians, fr.token, "mad")
+        mads, passes = middle(mad), first + second
+    summary = ProjectionSummary(location, fr.directions, medians, mads, n)
     sample_depth = offset_depths(summary, mom.sample, fr.token, WHOLE)
     # In memory with a small sample, the offset rows are every finite row.
     in_sample = sample_depth if mom.sample.shape[0] == n <= SAMPLE_SIZE else None
-    return FittedProjection(fr, summary, n, first + second, sample_depth,
+    return FittedProjection(fr, summary, n, passes, sample_depth,
                             every_row(in_sample, mom, n_total))

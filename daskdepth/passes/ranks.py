@@ -178,6 +178,38 @@ def order_statistics(x: da.Array, location: np.ndarray, directions: np.ndarray,
     return out, passes
 
 
+def middle(values: np.ndarray) -> np.ndarray:
+    """NumPy's median from its middle order statistics (one or two columns): their mean.
+
+    Examples
+    --------
+    >>> middle(np.array([[1.0, 2.0], [3.0, 3.0]])).tolist()
+    [1.5, 3.0]
+    """
+    return values[:, 0] if values.shape[1] == 1 else (values[:, 0] + values[:, 1]) / 2
+
+
+def median_and_mad(rows: np.ndarray, location: np.ndarray,
+                   directions: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Median and MAD of the projections of all the (finite) ``rows``, in memory.
+
+    Each block of directions is projected once for both; the same values as
+    :func:`order_statistics` selects in passes.
+    """
+    n, m = rows.shape[0], directions.shape[0]
+    ranks = sorted({(n - 1) // 2, n // 2})
+    xc = prepare_rows(rows, location, merge=False, order=False).x
+    med, mad = np.empty(m), np.empty(m)
+    step = max(1, SAMPLE_BLOCK_BYTES // (8 * max(1, n)))
+    for j0 in range(0, m, step):
+        j1 = min(m, j0 + step)
+        proj = _sample_values(xc, directions[j0:j1], np.full(j1 - j0, np.nan))
+        med[j0:j1] = middle(np.partition(proj, ranks, axis=1)[:, ranks])
+        dev = np.abs(proj - med[j0:j1, None])
+        mad[j0:j1] = middle(np.partition(dev, ranks, axis=1)[:, ranks])
+    return med, mad
+
+
 def _sample_values(xc: np.ndarray, directions: np.ndarray, centres: np.ndarray) -> np.ndarray:
     """The ranked values of centred rows, ``(directions, rows)``, computed as the passes do."""
     out = np.empty((directions.shape[0], xc.shape[0]))
