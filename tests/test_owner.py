@@ -2,25 +2,37 @@
 
 from __future__ import annotations
 
+from numbers import Integral
+
 import numpy as np
 import pytest
 from conftest import gaussian_data
+from sklearn.utils._param_validation import Interval
 from test_sklearn_checks import checked_estimators
 
 import daskdepth
 from daskdepth.cli import build_parser
-from daskdepth.cli.parser import check_options
+from daskdepth.cli.parser import check_options, estimator_params
 from daskdepth.estimators import DEPTHS, ESTIMATORS, IRW, make_estimator, registered
+from daskdepth.estimators.params import DEFAULT_TOL
 from daskdepth.estimators.registry import takers
 from daskdepth.io.xarray import model_attrs
 
 
 class Coarse(IRW):
-    """A depth added by a subclass: IRW under another name (and a name of its own)."""
+    """A depth added by a subclass: IRW under another name, with a parameter of its own."""
 
     depth_name = "coarse-irw"
     display_name = "coarse IRW"
     long_name = "coarse IRW depth"
+    _parameter_constraints = {**IRW._parameter_constraints,
+                              "coarseness": [Interval(Integral, 1, None, closed="left")]}
+
+    def __init__(self, n_directions=None, tol=DEFAULT_TOL, contamination=0.1,
+                 random_state=None, nan_policy="raise", verbose=0, coarseness=1):
+        super().__init__(n_directions=n_directions, tol=tol, contamination=contamination,
+                         random_state=random_state, nan_policy=nan_policy, verbose=verbose)
+        self.coarseness = coarseness
 
 
 def test_a_registered_class_appears_in_every_list():
@@ -34,11 +46,19 @@ def test_a_registered_class_appears_in_every_list():
         np.testing.assert_array_equal(
             got, IRW(n_directions=20, random_state=0).fit(x).score_samples(x))
         assert type(make_estimator("coarse-irw")) is Coarse
-        # the command line's --depth
+        # the command line's --depth, and an option for its own parameter
         args = build_parser().parse_args(["score", "in.zarr", "--out", "o.zarr", "--depth",
-                                          "coarse-irw"])
+                                          "coarse-irw", "--coarseness", "3"])
         check_options(args)
         assert args.depth == "coarse-irw"
+        assert estimator_params(args, 1) == {"random_state": 1, "coarseness": 3}
+        with pytest.raises(SystemExit):  # its constraints check the option's value
+            build_parser().parse_args(["score", "in", "--out", "o", "--coarseness", "0"])
+        with pytest.raises(ValueError, match=r"--coarseness 3 does not apply to --depth irw "
+                                             r".*use --depth coarse-irw"):
+            check_options(build_parser().parse_args(["score", "in", "--out", "o", "--depth",
+                                                     "irw", "--coarseness", "3"]))
+        assert make_estimator("coarse-irw", coarseness=2).coarseness == 2
         # the scikit-learn checks' list
         assert Coarse in {type(e) for e in checked_estimators()}
         # its names in displays and attributes
@@ -50,9 +70,9 @@ def test_a_registered_class_appears_in_every_list():
     assert "coarse-irw" not in DEPTHS and "Coarse" not in daskdepth.estimators.ESTIMATORS
     with pytest.raises(ValueError, match="depth must be one of .*'projection'"):
         make_estimator("coarse-irw")
-    with pytest.raises(SystemExit):
-        build_parser().parse_args(["score", "in.zarr", "--out", "o.zarr", "--depth",
-                                   "coarse-irw"])
+    for argv in (["--depth", "coarse-irw"], ["--coarseness", "3"]):
+        with pytest.raises(SystemExit):
+            build_parser().parse_args(["score", "in.zarr", "--out", "o.zarr", *argv])
 
 
 def test_a_name_is_taken_once():
@@ -92,8 +112,6 @@ def test_support_fraction_needs_mcd_in_python_as_on_the_command_line(cls):
 
 
 def test_the_command_line_passes_only_what_was_given():
-    from daskdepth.cli.parser import estimator_params
-
     args = build_parser().parse_args(["score", "in.zarr", "--out", "o.zarr"])
     assert estimator_params(args, 3) == {"random_state": 3}
     args = build_parser().parse_args(["score", "in.zarr", "--out", "o.zarr", "--tol", "0",

@@ -227,6 +227,12 @@ def build_parser() -> argparse.ArgumentParser:
                          help=f"{only('frame')}: axes of the directions: 'invariant' makes the "
                               "depth affine invariant at any number of directions, for one or "
                               "two more passes (default: correlation)")
+    # A parameter of a registered depth without an option above gets one derived from its
+    # constraints, so that a new depth's parameters reach the command line too.
+    given = {a.dest for p in (fitting, nan_policy) for a in p._actions} | {"contamination"}
+    for name in estimator_parameters():
+        if name not in given:
+            _derived_option(fitting, name)
 
     source = argparse.ArgumentParser(add_help=False)
     source.add_argument("--array", metavar="NAME",
@@ -326,13 +332,48 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-#: The options that set an estimator parameter: (option's attribute, parameter).
-ESTIMATOR_OPTIONS = (("n_directions", "n_directions"), ("covariance", "covariance"),
-                     ("support_fraction", "support_fraction"), ("tol", "tol"),
-                     ("nan_policy", "nan_policy"), ("frame", "frame"),
-                     ("affine_invariant", "affine_invariant"),
-                     ("subsample_size", "subsample_size"), ("scope", "scope"),
-                     ("contamination", "contamination"))
+#: Parameters the command line sets otherwise (``--seed``, ``--quiet``).
+NOT_OPTIONS = frozenset({"random_state", "verbose"})
+
+
+def estimator_parameters() -> list[str]:
+    """Every parameter of a registered depth that an option sets, in a fixed order."""
+    from ..estimators import DEPTHS  # deferred, as in build_parser
+
+    names: dict[str, None] = {}
+    for cls in DEPTHS.values():
+        names.update(dict.fromkeys(cls._get_param_names()))
+    return [name for name in names if name not in NOT_OPTIONS]
+
+
+def _derived_option(parser: argparse.ArgumentParser, name: str) -> None:
+    """``--NAME`` for the parameter ``name`` of a registered depth, typed by its constraints."""
+    from numbers import Integral
+
+    from sklearn.utils._param_validation import Interval, StrOptions
+
+    from ..estimators import check_param
+    from ..estimators.registry import DEPTHS, takers
+
+    owner = next(cls for cls in DEPTHS.values() if name in cls._get_param_names())
+    constraints = owner._parameter_constraints.get(name, [])
+    flag = "--" + name.replace("_", "-")
+    text = f"{', '.join(takers(name))}: {name} (see {owner.__name__}'s documentation)"
+
+    def checked(convert: Callable[[str], Any], expected: str) -> Callable[[str], Any]:
+        return _argument(convert, expected, lambda value: check_param(
+            name, value, owner.__name__, constraints, hint=f"see {owner.__name__}'s "
+                                                          "documentation"))
+    if "boolean" in constraints:
+        parser.add_argument(flag, action="store_true", default=None, help=text)
+    elif any(isinstance(c, StrOptions) for c in constraints):
+        options = sorted(set().union(*(c.options for c in constraints
+                                       if isinstance(c, StrOptions))))
+        parser.add_argument(flag, choices=options, help=text)
+    elif any(isinstance(c, Interval) and issubclass(c.type, Integral) for c in constraints):
+        parser.add_argument(flag, type=checked(int, "an integer"), help=text)
+    elif any(isinstance(c, Interval) for c in constraints):
+        parser.add_argument(flag, type=checked(float, "a number"), help=text)
 
 
 def estimator_params(args: argparse.Namespace, seed: int | None) -> dict[str, Any]:
@@ -342,8 +383,8 @@ def estimator_params(args: argparse.Namespace, seed: int | None) -> dict[str, An
     refuses an option the depth does not take.
     """
     params: dict[str, Any] = {"random_state": seed}
-    for option, name in ESTIMATOR_OPTIONS:
-        value = getattr(args, option, None)
+    for name in estimator_parameters():
+        value = getattr(args, name, None)
         if value is not None:
             params[name] = value
     return params
