@@ -678,7 +678,8 @@ def test_unknown_covariance_is_a_usage_error(tmp_path, capsys):
     assert _names(tmp_path) == ["in.zarr"]
     assert main(["score", "--help"]) == 0
     text = "".join(capsys.readouterr().out.split())  # the help wraps lines, also at hyphens
-    assert "--covarianceNAMEcovarianceestimateforAI-IRW" in text
+    # the help names the depths that take the option (those of the registered classes)
+    assert "--covarianceNAMEai-irw,halfspace,projection:covarianceestimate" in text
     assert ":" + ",".join(COVARIANCE_METHODS) + "(default:sample" in text
 
 
