@@ -113,6 +113,9 @@ class BlockHandle:
                        out: np.ndarray) -> None:
         self.load().score_min_into(xc, v, valid, out)
 
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple) -> None:
+        self.load().top_into(xc, v, valid, top)
+
 
 def is_handle(block: Any) -> bool:
     """Whether ``block`` is a :class:`BlockHandle` (its arrays are elsewhere)."""
