@@ -16,7 +16,10 @@ from typing import Any
 import numpy as np
 
 from ..kernels.top import NO_DIRECTION, empty_top
+from .blocks import is_handle
+from .leaves import BlockLeaves
 from .rows import prepare_rows
+from .sorted import BlockSorted
 
 
 @dataclass
@@ -167,3 +170,43 @@ def contributions(xc: np.ndarray, directions: np.ndarray, scales: np.ndarray,
         out += factor[:, None] * (xc * directions[j])
     out[~filled[:, 0]] = np.nan
     return out
+
+
+def depth_profile(summary: Any, j: int, t: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    """Univariate depth ``min(L, G) / n`` along direction ``j`` at the projections ``t``.
+
+    The values the summary gives a row whose centred projection on ``v_j`` is
+    ``t`` (the exact counts of sorted projections, a leaf summary's tabulated
+    ones), and the range ``(lo, hi)`` of the reference projections.
+
+    Examples
+    --------
+    >>> from daskdepth.summary.depth import DepthSummary
+    >>> from daskdepth.summary.sorted import BlockSorted
+    >>> block, _ = BlockSorted.fit(np.array([[0.0, 1.0, 2.0, 3.0]]), np.array([[1.0]]), 0, 1)
+    >>> depth, span = depth_profile(DepthSummary(np.zeros(1), np.ones((1, 1)), [block], 4), 0,
+    ...                             np.array([-1.0, 1.0, 1.5]))
+    >>> depth.tolist(), span
+    ([0.0, 0.5, 0.5], (0.0, 3.0))
+    """
+    block = next((b for b in summary.blocks if b.j0 <= j < b.j1), None)
+    if block is None:
+        raise IndexError(f"direction {j} is not one of the summary's "
+                         f"{summary.directions.shape[0]} directions")
+    if is_handle(block):
+        block = block.load()
+    jj = j - block.j0
+    t = np.asarray(t, dtype=np.float64)
+    n = summary.n
+    if isinstance(block, BlockSorted):
+        s = block.values[jj]
+        below = np.searchsorted(s, t, side="right")
+        above = n - np.searchsorted(s, t, side="left")
+        return np.minimum(below, above) / n, (float(s[0]), float(s[-1]))
+    if isinstance(block, BlockLeaves):
+        k0 = int(block.kptr[jj])
+        cuts = block.keys[k0:k0 + int(block.cptr[jj + 1] - block.cptr[jj])]
+        leaf = np.searchsorted(cuts, t, side="right")
+        values = np.asarray(block.lut, dtype=np.float64)[block.lptr[jj] + leaf]
+        return values / n, (float(cuts[0]), float(cuts[-1]))
+    raise TypeError(f"a {type(block).__name__} has no univariate depth profile")
