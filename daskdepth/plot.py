@@ -315,7 +315,7 @@ def depth_scatter(
 
 def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None = None,
             color: str = "C3") -> tuple[Axes, Axes]:
-    """Draw why ``row`` is outlying: its features' contributions and its place along its top direction.
+    """Draw why ``row`` is outlying: its features' contributions, its place on its top direction.
 
     Left, a horizontal bar per feature: its contribution
     (:meth:`daskdepth.DepthDetector.explain`), positive where the feature

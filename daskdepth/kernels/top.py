@@ -16,7 +16,6 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
-from .ranks import TILE as SORTED_TILE
 from .ranks import (
     GUIDE_CELLS_PER_VALUE,
     GUIDE_MIN_ROWS_PER_VALUE,
@@ -25,6 +24,7 @@ from .ranks import (
     _guide,
     _window_starts,
 )
+from .ranks import TILE as SORTED_TILE
 from .routing import TILE, route_tile
 
 #: Direction index of an empty slot: any real direction sorts before it.
