@@ -46,10 +46,13 @@ def empty_top(rows: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 @kernel
 def push_top(tv, td, ts, i, c, j, s):
-    """Insert ``(c, j, s)`` into row ``i``'s slots if ``(c, j)`` is among its ``k`` smallest."""
+    """Insert ``(c, j, s)`` into row ``i``'s slots if ``(c, j)`` is among its ``k`` smallest.
+
+    Returns the row's new ``k``-th value (its threshold).
+    """
     last = tv.shape[1] - 1
     if c > tv[i, last] or (c == tv[i, last] and j >= td[i, last]):
-        return
+        return tv[i, last]
     pos = last
     while pos > 0 and (c < tv[i, pos - 1] or (c == tv[i, pos - 1] and j < td[i, pos - 1])):
         tv[i, pos] = tv[i, pos - 1]
@@ -59,6 +62,7 @@ def push_top(tv, td, ts, i, c, j, s):
     tv[i, pos] = c
     td[i, pos] = j
     ts[i, pos] = s
+    return tv[i, last]
 
 
 @kernel
@@ -106,6 +110,8 @@ def top_block(proj, valid, router, lut, j0, tv, td, ts):
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
+    # Each row's k-th value, contiguous: most values are above it and rejected at once.
+    thr = tv[:, tv.shape[1] - 1].copy()
     for jj in range(g_lo.size):
         k0 = np.uint64(kptr[jj])
         l0 = lptr[jj]
@@ -119,8 +125,11 @@ def top_block(proj, valid, router, lut, j0, tv, td, ts):
                 if not valid[t0 + s]:
                     continue
                 q = np.int64(lbuf[s])
+                c = np.float64(lut[l0 + q])
+                if c > thr[t0 + s]:
+                    continue
                 side = -1 if q < peak else (1 if q > peak else 0)
-                push_top(tv, td, ts, t0 + s, np.float64(lut[l0 + q]), j, side)
+                thr[t0 + s] = push_top(tv, td, ts, t0 + s, c, j, side)
 
 
 @kernel
@@ -141,6 +150,7 @@ def top_sorted(P, valid, S, j0, tv, td, ts):
     lt = np.empty(SORTED_TILE, dtype=np.int64)
     starts = np.empty(SORTED_TILE, dtype=np.int64)
     lo, sc, gm, span = 0.0, 1.0, 0.5, n
+    thr = tv[:, tv.shape[1] - 1].copy()
     for jj in range(mb):
         s = S[jj]
         p = P[jj]
@@ -161,5 +171,8 @@ def top_sorted(P, valid, S, j0, tv, td, ts):
                     continue
                 below = le[i]
                 above = n - lt[i]
+                c = np.float64(min(below, above))
+                if c > thr[t0 + i]:
+                    continue
                 side = -1 if below < above else (1 if below > above else 0)
-                push_top(tv, td, ts, t0 + i, np.float64(min(below, above)), j0 + jj, side)
+                thr[t0 + i] = push_top(tv, td, ts, t0 + i, c, j0 + jj, side)
