@@ -358,7 +358,13 @@ def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None
 
     plt = _pyplot()
     x = np.asarray(row, dtype=np.float64).reshape(1, -1)
-    why = model.explain(x, n_top=n_top)
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:  # as the model was fitted: a frame with its columns
+        import pandas as pd  # deferred: only for models fitted with feature names
+
+        why = model.explain(pd.DataFrame(x, columns=names), n_top=n_top)
+    else:
+        why = model.explain(x, n_top=n_top)
     contribution = np.asarray(why.contribution)[0]
     j = int(np.asarray(why.direction)[0, 0])
     if axes is None:

@@ -35,12 +35,20 @@ def _planted(n: int, d: int, feature: int, seed: int = 0) -> tuple[np.ndarray, n
 
 
 def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
-    """Directions of smallest exact univariate depth (ties: smaller index), depths, sides."""
+    """Directions of smallest exact univariate depth, depths, sides.
+
+    Ties go to the direction along which the point is farthest out in standard
+    deviations of the reference projections, then to the smaller index.
+    """
     depths = direction_depths(reference, points, model.location_, model.directions_)
     m = depths.shape[1]
-    order = np.lexsort((np.broadcast_to(np.arange(m), depths.shape), depths), axis=1)[:, :k]
     pr = project(reference, model.location_, model.directions_)
     pq = project(points, model.location_, model.directions_)
+    v = model.directions_
+    sigma = np.sqrt(np.einsum("jf,fg,jg->j", v, model.covariance_, v))
+    far = np.abs(pq) / sigma
+    index = np.broadcast_to(np.arange(m), depths.shape)
+    order = np.lexsort((index, -far, depths), axis=1)[:, :k]
     le = (pr[None, :, :] <= pq[:, None, :]).sum(axis=1)
     ge = (pr[None, :, :] >= pq[:, None, :]).sum(axis=1)
     side = np.sign(le - ge)

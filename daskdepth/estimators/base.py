@@ -269,7 +269,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         along the directions ``v_j`` (their mean for IRW and AI-IRW, their minimum
         for the halfspace depth); the directions along which it is least deep are
         those in which it is outlying.  For every row this gives the ``n_top``
-        directions of smallest ``D_j`` (ties: the smaller index first), those
+        directions of smallest ``D_j`` (among equal ``D_j``, e.g. the many
+        directions along which a far outlier lies beyond all the data, the one
+        along which it lies farthest out, ``|<x - location_, v_j>| / sigma_j``,
+        first; then the smaller index), those
         ``D_j``, the side of each direction's median the row lies on, and each
         feature's contribution:
 

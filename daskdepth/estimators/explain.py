@@ -40,7 +40,9 @@ class Explanation:
     direction : (n_samples, n_top) int64
         Indices (rows of ``model.directions_`` and of ``axes``) of each row's
         ``n_top`` directions of smallest univariate depth, least deep first;
-        ties go to the smaller index.  -1 for rows not scored (NaN under
+        among equal depths, the direction along which the row lies farthest
+        from ``location_`` (in standard deviations of the reference
+        projections) first, then the smaller index.  -1 for rows not scored (NaN under
         ``nan_policy='omit'``).
     depth : (n_samples, n_top) float64
         Their univariate depths ``min(L_j, G_j) / n``: the values the depth

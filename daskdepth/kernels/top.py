@@ -3,9 +3,13 @@
 Explaining a row's depth needs the directions along which it is least deep:
 the ``k`` smallest per-direction values ``c_j = min(L_j, G_j)`` (in rows) of
 each row, with the direction's index and the side of its median the row lies
-on.  Every row keeps ``k`` slots ordered by ``(c, j)``, lexicographically, so
-that ties go to the smaller direction index and partial results of any
-direction blocks merge (:func:`merge_top`) into the same slots in any order.
+on.  Every row keeps ``k`` slots ordered by ``(c, -t, j)``, lexicographically,
+with ``t = |p_j| / sigma_j`` the row's distance from the centre along the
+direction in standard deviations (``p_j`` its centred projection): directions
+of equal depth (a row beyond the data along many directions has depth 0 on
+all of them) go to the one along which it lies farthest out, then to the
+smaller index.  Partial results of any direction blocks merge
+(:func:`merge_top`) into the same slots in any order.
 Nothing of size rows x directions is ever stored: each block's values are
 routed or searched a tile at a time, as the scoring kernels do, and pushed
 into the slots.
@@ -31,53 +35,65 @@ from .routing import TILE, route_tile
 NO_DIRECTION = np.iinfo(np.int64).max
 
 
-def empty_top(rows: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``k`` empty slots per row: values ``+inf``, directions :data:`NO_DIRECTION`, sides 0.
+def empty_top(rows: int, k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``k`` empty slots per row: values ``+inf``, distances 0, directions
+    :data:`NO_DIRECTION`, sides 0.
 
     Examples
     --------
-    >>> value, direction, side = empty_top(2, 3)
+    >>> value, distance, direction, side = empty_top(2, 3)
     >>> value.shape, int(direction[0, 0]) == NO_DIRECTION, side.dtype.name
     ((2, 3), True, 'int8')
     """
-    return (np.full((rows, k), np.inf), np.full((rows, k), NO_DIRECTION, dtype=np.int64),
-            np.zeros((rows, k), dtype=np.int8))
+    return (np.full((rows, k), np.inf), np.zeros((rows, k)),
+            np.full((rows, k), NO_DIRECTION, dtype=np.int64), np.zeros((rows, k), dtype=np.int8))
 
 
 @kernel
-def push_top(tv, td, ts, i, c, j, s):
-    """Insert ``(c, j, s)`` into row ``i``'s slots if ``(c, j)`` is among its ``k`` smallest.
+def _before(c, t, j, tv, tt, td, i, q):
+    """Whether ``(c, -t, j)`` sorts before row ``i``'s slot ``q``."""
+    if c != tv[i, q]:
+        return c < tv[i, q]
+    if t != tt[i, q]:
+        return t > tt[i, q]
+    return j < td[i, q]
+
+
+@kernel
+def push_top(tv, tt, td, ts, i, c, t, j, s):
+    """Insert ``(c, t, j, s)`` into row ``i``'s slots if it is among its ``k`` first.
 
     Returns the row's new ``k``-th value (its threshold).
     """
     last = tv.shape[1] - 1
-    if c > tv[i, last] or (c == tv[i, last] and j >= td[i, last]):
+    if not _before(c, t, j, tv, tt, td, i, last):
         return tv[i, last]
     pos = last
-    while pos > 0 and (c < tv[i, pos - 1] or (c == tv[i, pos - 1] and j < td[i, pos - 1])):
+    while pos > 0 and _before(c, t, j, tv, tt, td, i, pos - 1):
         tv[i, pos] = tv[i, pos - 1]
+        tt[i, pos] = tt[i, pos - 1]
         td[i, pos] = td[i, pos - 1]
         ts[i, pos] = ts[i, pos - 1]
         pos -= 1
     tv[i, pos] = c
+    tt[i, pos] = t
     td[i, pos] = j
     ts[i, pos] = s
     return tv[i, last]
 
 
 @kernel
-def merge_top(tv, td, ts, ov, od, os):
-    """Push every filled slot of ``(ov, od, os)`` into ``(tv, td, ts)`` (same rows).
+def merge_top(tv, tt, td, ts, ov, ot, od, os):
+    """Push every filled slot of ``(ov, ot, od, os)`` into ``(tv, tt, td, ts)`` (same rows).
 
-    The ``k`` smallest ``(c, j)`` of a union are the ``k`` smallest of the
-    parts' ``k`` smallest: merging is exact and its result does not depend on
-    the order of the parts.
+    The ``k`` first of a union are the ``k`` first of the parts' ``k`` first:
+    merging is exact and its result does not depend on the order of the parts.
     """
     for i in range(tv.shape[0]):
         for q in range(ov.shape[1]):
             if od[i, q] == NO_DIRECTION:
                 break
-            push_top(tv, td, ts, i, ov[i, q], od[i, q], os[i, q])
+            push_top(tv, tt, td, ts, i, ov[i, q], ot[i, q], od[i, q], os[i, q])
 
 
 @kernel
@@ -93,12 +109,13 @@ def _deepest_leaf(lut, l0, l1):
 
 
 @kernel
-def top_block(proj, valid, router, lut, j0, tv, td, ts):
+def top_block(proj, valid, router, lut, j0, inv_scale, tv, tt, td, ts):
     """Push every valid row's tabulated ``min(L, G)`` on each direction of a leaf block.
 
     ``proj`` is a :class:`~daskdepth.kernels.routing.Projection`, ``router`` a
     :class:`~daskdepth.kernels.routing.Router`; local direction ``jj`` is
-    direction ``j0 + jj``.  The values are those :func:`score_block
+    direction ``j0 + jj``, whose projections' spread is ``1 / inv_scale[jj]``.  The
+    values are those :func:`score_block
     <daskdepth.kernels.routing.score_block>` adds up (the same routing).  The
     side is -1 for a leaf before the direction's deepest leaf (the first with
     the largest tabulated value, which holds or borders the median), +1 after
@@ -129,11 +146,12 @@ def top_block(proj, valid, router, lut, j0, tv, td, ts):
                 if c > thr[t0 + s]:
                     continue
                 side = -1 if q < peak else (1 if q > peak else 0)
-                thr[t0 + s] = push_top(tv, td, ts, t0 + s, c, j, side)
+                t = abs(pbuf[s]) * inv_scale[jj]
+                thr[t0 + s] = push_top(tv, tt, td, ts, t0 + s, c, t, j, side)
 
 
 @kernel
-def top_sorted(P, valid, S, j0, tv, td, ts):
+def top_sorted(P, valid, S, j0, inv_scale, tv, tt, td, ts):
     """Push every valid row's exact ``min(L, G)`` on each direction of a sorted block.
 
     ``P[jj]`` holds the rows' projections on direction ``j0 + jj`` and ``S[jj]``
@@ -175,4 +193,5 @@ def top_sorted(P, valid, S, j0, tv, td, ts):
                 if c > thr[t0 + i]:
                     continue
                 side = -1 if below < above else (1 if below > above else 0)
-                thr[t0 + i] = push_top(tv, td, ts, t0 + i, c, j0 + jj, side)
+                t = abs(p[t0 + i]) * inv_scale[jj]
+                thr[t0 + i] = push_top(tv, tt, td, ts, t0 + i, c, t, j0 + jj, side)

@@ -36,7 +36,7 @@ def explain_chunk(x: np.ndarray, summary: DepthSummary, scales: np.ndarray, k: i
     One float64 array, so that a chunk's task has one result; direction
     indices and sides are exact in float64.
     """
-    top = least_deep(summary, x, k, valid)
+    top = least_deep(summary, x, k, valid, scales)
     xc = np.subtract(x, summary.location)
     contrib = contributions(xc, summary.directions, scales, top)
     return np.concatenate([top.direction.astype(np.float64), top.depth,

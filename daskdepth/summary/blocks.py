@@ -113,8 +113,9 @@ class BlockHandle:
                        out: np.ndarray) -> None:
         self.load().score_min_into(xc, v, valid, out)
 
-    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple) -> None:
-        self.load().top_into(xc, v, valid, top)
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
+                 inv_scale: np.ndarray) -> None:
+        self.load().top_into(xc, v, valid, top, inv_scale)
 
 
 def is_handle(block: Any) -> bool:

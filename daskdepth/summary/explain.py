@@ -38,13 +38,17 @@ class TopDirections:
     side: np.ndarray
 
 
-def least_deep(summary: Any, x: np.ndarray, k: int,
-               valid: np.ndarray | None = None) -> TopDirections:
+def least_deep(summary: Any, x: np.ndarray, k: int, valid: np.ndarray | None = None,
+               scales: np.ndarray | None = None) -> TopDirections:
     """The ``k`` directions of smallest univariate depth of every row of ``x``.
 
     ``summary`` is a :class:`~daskdepth.summary.depth.DepthSummary` whose
     blocks offer ``top_into`` (leaves, sorted projections or handles of them).
-    Ties go to the smaller direction index.  Duplicate rows are explained once.
+    Directions of equal depth go to the one along which the row lies farthest
+    from the location, ``|<x - location, v_j>| / scales[j]`` (the spreads of
+    :func:`direction_scales`; without ``scales``, or where a spread is 0, that
+    distance counts as 0), then to the smaller index.  Duplicate rows are
+    explained once.
 
     Examples
     --------
@@ -63,11 +67,15 @@ def least_deep(summary: Any, x: np.ndarray, k: int,
         raise ValueError(f"k={k!r}: the number of directions per row must be a positive integer")
     m = summary.directions.shape[0]
     kk = min(int(k), m)
+    inv = np.zeros(m)
+    if scales is not None:
+        np.divide(1.0, scales, out=inv, where=scales > 0)
     rows = prepare_rows(x, summary.location, valid)
     top = empty_top(rows.x.shape[0], kk)
     for b in summary.blocks:
-        b.top_into(rows.x, np.ascontiguousarray(summary.directions[b.j0:b.j1]), rows.valid, top)
-    value, direction, side = top
+        b.top_into(rows.x, np.ascontiguousarray(summary.directions[b.j0:b.j1]), rows.valid, top,
+                   np.ascontiguousarray(inv[b.j0:b.j1]))
+    value, _, direction, side = top
     unset = direction == NO_DIRECTION
     depth = np.where(unset, np.nan, value / summary.n)
     direction = np.where(unset, -1, direction)

@@ -102,15 +102,16 @@ class BlockSorted:
         """Lower ``out`` to the smallest exact ``min(L, G)`` over this block's directions."""
         self._score(xc, v, valid, 2, out, out)
 
-    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple) -> None:
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
+                 inv_scale: np.ndarray) -> None:
         """Push each row's exact ``min(L, G)`` on every direction into ``top``'s slots.
 
-        ``top`` is ``(value, direction, side)`` (:func:`daskdepth.kernels.top.empty_top`),
-        see :func:`daskdepth.kernels.top.top_sorted`.
+        ``top`` is :func:`daskdepth.kernels.top.empty_top`'s, ``inv_scale`` the inverse
+        spreads of the block's directions, see :func:`daskdepth.kernels.top.top_sorted`.
         """
         proj = project(xc, v)
         clamp_projections(proj)
-        top_sorted(proj, valid, self.values, self.j0, *top)
+        top_sorted(proj, valid, self.values, self.j0, inv_scale, *top)
 
     def direction_errors(self, n: int) -> np.ndarray:
         """Per direction, the bound on |estimated - exact| depth contribution: 0 (exact)."""
