@@ -90,8 +90,9 @@ def main() -> None:
         print(markdown(rows, args.depth, args.directions, args.n_top))
     else:
         for r in rows:
-            print(f"{r['rows']}: score_samples {r['score_s']:.2f} s, explain {r['explain_s']:.2f} s "
-                  f"(x{r['ratio']:.2f}); runs {r['score_all']} / {r['explain_all']}")
+            print(f"{r['rows']}: score_samples {r['score_s']:.2f} s, explain "
+                  f"{r['explain_s']:.2f} s (x{r['ratio']:.2f}); runs {r['score_all']} / "
+                  f"{r['explain_all']}")
 
 
 if __name__ == "__main__":

@@ -368,7 +368,8 @@ def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None
     contribution = np.asarray(why.contribution)[0]
     j = int(np.asarray(why.direction)[0, 0])
     if axes is None:
-        _, axes = plt.subplots(1, 2, figsize=(10, max(3.0, 0.35 * contribution.size + 1.5)))
+        height = min(8.0, max(3.0, 0.2 * contribution.size + 1.5))
+        _, axes = plt.subplots(1, 2, figsize=(10, height))
     ax_bar, ax_profile = axes
     labels = [_feature_label(model, f) for f in range(contribution.size)]
     ax_bar.barh(np.arange(contribution.size), contribution,
