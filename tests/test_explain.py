@@ -181,6 +181,11 @@ def test_containers_keep_index_columns_and_coordinates():
     assert (why.contribution.index == query.index).all()
     assert why.direction.shape == (200, 2) and why.direction.dtypes.iloc[0] == np.int64
     assert (why.contribution.idxmax(axis=1) == "b").mean() >= 0.95
+    dask_frame = pytest.importorskip("dask.dataframe").from_pandas(query, npartitions=3)
+    lazy_frame = model.explain(dask_frame, n_top=2)
+    pd.testing.assert_frame_equal(lazy_frame.contribution.compute(), why.contribution)
+    np.testing.assert_array_equal(lazy_frame.direction.compute().to_numpy(),
+                                  why.direction.to_numpy())
     arr = xr.DataArray(outliers, dims=("sample", "feature"),
                        coords={"sample": np.arange(200) * 2, "feature": names,
                                "when": ("sample", np.arange(200) + 0.5)})

@@ -159,7 +159,7 @@ def _wrap(data: Any, packed: da.Array, k: int, axes: np.ndarray, bound: float,
         import dask.dataframe as dd  # why: loads only for dask DataFrame input
 
         index = data.original.index
-        top = [f"top{q}" for q in range(k)]
+        top = list(range(k))
         columns = list(data.original.columns)
         parts = tuple(dd.from_dask_array(p, columns=c, index=index)
                       for p, c in zip(parts, (top, top, top, columns), strict=True))
