@@ -260,3 +260,32 @@ def test_plot_draws_the_contributions_and_the_profile():
     assert any(len(line.get_xdata()) == 2 and np.allclose(line.get_xdata(), [p, p])
                for line in profile.get_lines())
     plt.close("all")
+
+
+def test_sharded_summary_on_cluster_gives_the_same_bits(cluster, monkeypatch):
+    """A summary sharded by direction block: slots per shard, merged; a fit kept on the cluster."""
+    import daskdepth.runtime.memory
+
+    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)  # shard any summary
+    rng = np.random.default_rng(11)
+    reference = rng.normal(size=(72_000, 3))
+    points = np.concatenate([rng.normal(size=(900, 3)), reference[:300]])
+    points[:100, 1] += 7.0
+    model = daskdepth.Halfspace(random_state=0, tol=0.01, n_directions=80).fit(
+        chunked(reference, 18_000))
+    base = model.explain(points, n_top=4)
+    with Client(cluster):
+        lazy = model.explain(chunked(points, (400, 1, 799)), n_top=4)
+        graph = dict(lazy.direction.__dask_graph__())
+        shard_tasks = [k for k in graph if isinstance(k, tuple)
+                       and str(k[0]).startswith("daskdepth-score-") and str(k[0]).endswith("shard")]
+        assert len(shard_tasks) == 3 * 2  # one per (row chunk, worker)
+        got = {f: getattr(lazy, f).compute() for f in FIELDS}
+        fitted = daskdepth.Halfspace(random_state=0, tol=0.01, n_directions=80).fit(
+            chunked(reference, 18_000))
+        on_cluster = fitted.explain(chunked(points, 500), n_top=4)
+        on_cluster = {f: getattr(on_cluster, f).compute() for f in FIELDS}
+    for f in FIELDS:
+        np.testing.assert_array_equal(got[f], getattr(base, f))
+        np.testing.assert_array_equal(on_cluster[f], getattr(base, f))
+    np.testing.assert_array_equal(base.depth[:, 0], model.score_samples(points))

@@ -65,29 +65,72 @@ def least_deep(summary: Any, x: np.ndarray, k: int, valid: np.ndarray | None = N
     """
     if not (isinstance(k, (int, np.integer)) and 1 <= k):
         raise ValueError(f"k={k!r}: the number of directions per row must be a positive integer")
-    m = summary.directions.shape[0]
-    kk = min(int(k), m)
+    rows = prepare_rows(x, summary.location, valid)
+    inv = inverse_scales(scales, summary.directions.shape[0])
+    slots = block_top(rows, summary.directions, inv, int(k), summary.blocks)
+    return expand_top(rows, top_of_slots(slots, summary.n, int(k)))
+
+
+def inverse_scales(scales: np.ndarray | None, m: int) -> np.ndarray:
+    """``1 / scales`` where positive, 0 elsewhere (and everywhere without ``scales``)."""
     inv = np.zeros(m)
     if scales is not None:
         np.divide(1.0, scales, out=inv, where=scales > 0)
-    rows = prepare_rows(x, summary.location, valid)
-    top = empty_top(rows.x.shape[0], kk)
-    for b in summary.blocks:
-        b.top_into(rows.x, np.ascontiguousarray(summary.directions[b.j0:b.j1]), rows.valid, top,
+    return inv
+
+
+def block_top(rows: Any, directions: np.ndarray, inv: np.ndarray, k: int,
+              blocks: list[Any]) -> tuple[np.ndarray, ...]:
+    """Each row of ``rows.x``'s ``k`` first slots over the directions of ``blocks``.
+
+    The slots of :func:`daskdepth.kernels.top.empty_top`; slots of disjoint
+    sets of blocks merge exactly, in any order
+    (:func:`daskdepth.kernels.top.merge_top`).
+    """
+    slots = empty_top(rows.x.shape[0], min(k, directions.shape[0]))
+    for b in blocks:
+        b.top_into(rows.x, np.ascontiguousarray(directions[b.j0:b.j1]), rows.valid, slots,
                    np.ascontiguousarray(inv[b.j0:b.j1]))
-    value, _, direction, side = top
+    return slots
+
+
+def top_of_slots(slots: tuple[np.ndarray, ...], n: int, k: int) -> TopDirections:
+    """The slots as directions, depths (counts over ``n``) and sides, padded to ``k``.
+
+    Empty slots (rows not scored, or fewer directions than ``k``) get -1, NaN and 0.
+    """
+    value, _, direction, side = slots
     unset = direction == NO_DIRECTION
-    depth = np.where(unset, np.nan, value / summary.n)
-    direction = np.where(unset, -1, direction)
-    side = np.where(unset, 0, side).astype(np.int8)
-    out = TopDirections(_expand(rows, direction, -1), _expand(rows, depth, np.nan),
-                        _expand(rows, side, 0))
-    if kk < k:  # fewer directions than asked: the extra slots stay empty
-        pad = int(k) - kk
+    out = TopDirections(np.where(unset, -1, direction), np.where(unset, np.nan, value / n),
+                        np.where(unset, 0, side).astype(np.int8))
+    pad = k - value.shape[1]
+    if pad > 0:
         out = TopDirections(np.pad(out.direction, ((0, 0), (0, pad)), constant_values=-1),
                             np.pad(out.depth, ((0, 0), (0, pad)), constant_values=np.nan),
                             np.pad(out.side, ((0, 0), (0, pad))))
     return out
+
+
+def expand_top(rows: Any, top: TopDirections) -> TopDirections:
+    """``top`` of the rows of ``rows.x`` back to the chunk's rows (empty where not scored)."""
+    return TopDirections(_expand(rows, top.direction, -1), _expand(rows, top.depth, np.nan),
+                         _expand(rows, top.side, 0))
+
+
+def explain_packed(rows: Any, slots: tuple[np.ndarray, ...], n: int, directions: np.ndarray,
+                   scales: np.ndarray, k: int) -> np.ndarray:
+    """``(chunk rows, 3 k + d)``: directions, depths, sides and contributions, side by side.
+
+    From the slots of the rows of ``rows.x`` (:func:`block_top`); the
+    contributions are computed on those rows (each row's own arithmetic) and
+    copied to their duplicates.  One float64 array, so that a chunk's task has
+    one result; direction indices and sides are exact in float64.
+    """
+    top = top_of_slots(slots, n, k)
+    contrib = contributions(rows.x, directions, scales, top)
+    top = expand_top(rows, top)
+    return np.concatenate([top.direction.astype(np.float64), top.depth,
+                           top.side.astype(np.float64), _expand(rows, contrib, np.nan)], axis=1)
 
 
 def _expand(rows: Any, values: np.ndarray, fill: Any) -> np.ndarray:
@@ -175,7 +218,8 @@ def contributions(xc: np.ndarray, directions: np.ndarray, scales: np.ndarray,
         sigma = scales[j]
         factor = np.where(filled[:, q] & (sigma > 0),
                           weight[:, q] * top.side[:, q] / np.where(sigma > 0, sigma, 1.0), 0.0)
-        out += factor[:, None] * (xc * directions[j])
+        with np.errstate(invalid="ignore"):  # rows not scored (inf) are set to NaN below
+            out += factor[:, None] * (xc * directions[j])
     out[~filled[:, 0]] = np.nan
     return out
 
