@@ -289,3 +289,12 @@ def test_sharded_summary_on_cluster_gives_the_same_bits(cluster, monkeypatch):
         np.testing.assert_array_equal(got[f], getattr(base, f))
         np.testing.assert_array_equal(on_cluster[f], getattr(base, f))
     np.testing.assert_array_equal(base.depth[:, 0], model.score_samples(points))
+
+
+def test_saved_model_explains_the_same(tmp_path):
+    reference, outliers = _planted(2000, 3, feature=1, seed=12)
+    model = daskdepth.AIIRW(random_state=0, tol=0.01).fit(chunked(reference, 500))
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    a, b = model.explain(outliers), loaded.explain(chunked(outliers, 70))
+    for f in FIELDS:
+        np.testing.assert_array_equal(getattr(b, f).compute(), getattr(a, f))
