@@ -9,7 +9,7 @@ error bounds, and a way to load the block itself.
 Every block kind (:class:`daskdepth.summary.leaves.BlockLeaves` and the
 others) offers the same methods (``j0``, ``j1``, ``mb``, ``nbytes``,
 ``direction_errors``, ``score_into``, ``score_squares_into``,
-``score_min_into``); a handle offers them too, loading its block for the
+``score_min_into``, ``top_into``); a handle offers them too, loading its block for the
 scoring methods, so a :class:`daskdepth.summary.depth.DepthSummary` of handles
 scores like one of blocks, one block in memory at a time.
 """
