@@ -158,7 +158,7 @@ def test_same_bits_numpy_dask_and_cluster(tol, cluster):
     lazy = model.explain(chunked(points, (97, 1, 233, points.shape[0] - 331)), n_top=3)
     assert lazy.direction.chunks[0] == (97, 1, 233, points.shape[0] - 331)
     chunk_keys = [k for k in lazy.direction.__dask_graph__() if isinstance(k, tuple)
-                  and k[0].startswith("daskdepth-score-") and k[0].endswith("-explain")]
+                  and k[0].startswith("daskdepth-why-")]
     assert len(chunk_keys) == 4  # one task per row chunk
     with Client(cluster):
         spread = model.explain(chunked(points, 111), n_top=3)
@@ -278,7 +278,7 @@ def test_sharded_summary_on_cluster_gives_the_same_bits(cluster, monkeypatch):
         lazy = model.explain(chunked(points, (400, 1, 799)), n_top=4)
         graph = dict(lazy.direction.__dask_graph__())
         shard_tasks = [k for k in graph if isinstance(k, tuple)
-                       and str(k[0]).startswith("daskdepth-score-") and str(k[0]).endswith("shard")]
+                       and str(k[0]).startswith("daskdepth-why-") and str(k[0]).endswith("shard")]
         assert len(shard_tasks) == 3 * 2  # one per (row chunk, worker)
         got = {f: getattr(lazy, f).compute() for f in FIELDS}
         fitted = daskdepth.Halfspace(random_state=0, tol=0.01, n_directions=80).fit(

@@ -10,8 +10,7 @@ and the shards' slots merged (exact in any order,
 :func:`daskdepth.kernels.top.merge_top`).  Every row's values come from the
 same arithmetic (:func:`daskdepth.summary.explain.explain_packed`), so they
 are the same bits for any chunking, scheduler or number of workers.  Keys are
-``daskdepth-score-<token>-explain``: explaining is scoring that keeps the
-per-direction values.
+``daskdepth-why-<token>``.
 """
 
 from __future__ import annotations
@@ -105,7 +104,7 @@ def _explain_sharded(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: 
                     name=key_name("share", token, "shell"), traverse=False)
     reads = chunk_reads(x)
     chunks = reads or list(x.to_delayed(optimize_graph=False).ravel())
-    name = key_name("score", token, "explain")
+    name = key_name("why", token)
     finals: list[Delayed] = []
     tokens: list[list[Delayed]] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
@@ -117,7 +116,7 @@ def _explain_sharded(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: 
             with on_worker(worker):
                 parts.append(delayed(_shard_top, pure=True)(
                     rows, directions, inv, k, *[futures[b] for b in group],
-                    dask_key_name=(key_name("score", token, "shard"), i, g)))
+                    dask_key_name=(key_name("why", token, "shard"), i, g)))
         merged = tree_reduce(parts, _merge, key_name("merge", token, "why", i))
         finals.append(delayed(_finish, pure=True)(rows, merged, shell, scales, k,
                                                   dask_key_name=(name, i, 0)))
@@ -148,7 +147,7 @@ def explain_array(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: int
         raise TypeError(f"a {type(summary).__name__} has no per-direction depths to explain")
     client = active_client()
     width = 3 * k + summary.directions.shape[1]
-    name = key_name("score", token, "explain")
+    name = key_name("why", token)
     meta = np.empty((0, 0), dtype=np.float64)
     if client is not None and summary.blocks and x.shape[0] != 0 and (
             any(isinstance(b, ClusterBlock) for b in summary.blocks)
