@@ -9,6 +9,7 @@ after a summary table of all of them.
 from __future__ import annotations
 
 import inspect
+import re
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -23,6 +24,11 @@ SECTIONS = {
     "exception": "Warnings and errors",
     "data": "Module data",
 }
+
+
+#: Bases whose members scikit-learn documents: an estimator's page shows daskdepth's own.
+SKLEARN_BASES = ("OutlierMixin, BaseEstimator, ReprHTMLMixin, _HTMLDocumentationLinkMixin, "
+                 "_MetadataRequester")
 
 
 def kind_of(obj: object) -> str:
@@ -59,7 +65,7 @@ def reference_rst() -> list[str]:
         for name in groups[kind]:
             lines.append(f".. {directive[kind]}:: {name}")
             if kind in ("estimator", "class"):
-                lines += ["   :members:", "   :inherited-members:"]
+                lines += ["   :members:", f"   :inherited-members: {SKLEARN_BASES}"]
             lines.append("")
     return lines
 
@@ -76,6 +82,30 @@ class DaskdepthApi(SphinxDirective):
         return container.children
 
 
+def skip_metadata_requests(app: Sphinx, what: str, name: str, obj: object, skip: bool,
+                           options: object) -> bool | None:
+    """Leave out scikit-learn's generated ``set_*_request`` methods (metadata routing)."""
+    if name.startswith("set_") and name.endswith("_request"):
+        return True
+    return None
+
+
+#: A word ending in ``_`` (a fitted attribute) in a numpydoc type, e.g.
+#: ``ndarray of shape (n_features, covariance_rank_)``: reST would read it as a link target.
+_TRAILING_UNDERSCORE = re.compile(r"(?<![`\\\w])([A-Za-z]\w*?)_(?=[,)\s]|$)")
+
+
+def escape_attribute_names(app: Sphinx, what: str, name: str, obj: object, options: object,
+                           lines: list[str]) -> None:
+    """Escape fitted-attribute names in the type part of numpydoc parameter lines."""
+    for i, line in enumerate(lines):
+        head, sep, kind = line.partition(" : ")
+        if sep and head.strip().isidentifier() and not line.startswith((" " * 5)):
+            lines[i] = head + sep + _TRAILING_UNDERSCORE.sub(r"\1\\_", kind)
+
+
 def setup(app: Sphinx) -> dict[str, bool]:
     app.add_directive("daskdepth-api", DaskdepthApi)
+    app.connect("autodoc-skip-member", skip_metadata_requests)
+    app.connect("autodoc-process-docstring", escape_attribute_names, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
