@@ -26,11 +26,6 @@ SECTIONS = {
 }
 
 
-#: Bases whose members scikit-learn documents: an estimator's page shows daskdepth's own.
-SKLEARN_BASES = ("OutlierMixin, BaseEstimator, ReprHTMLMixin, _HTMLDocumentationLinkMixin, "
-                 "_MetadataRequester")
-
-
 def kind_of(obj: object) -> str:
     """The section a public object belongs to (a key of :data:`SECTIONS`)."""
     if inspect.isclass(obj):
@@ -65,7 +60,7 @@ def reference_rst() -> list[str]:
         for name in groups[kind]:
             lines.append(f".. {directive[kind]}:: {name}")
             if kind in ("estimator", "class"):
-                lines += ["   :members:", f"   :inherited-members: {SKLEARN_BASES}"]
+                lines += ["   :members:", "   :inherited-members:"]
             lines.append("")
     return lines
 
@@ -82,9 +77,14 @@ class DaskdepthApi(SphinxDirective):
         return container.children
 
 
-def skip_metadata_requests(app: Sphinx, what: str, name: str, obj: object, skip: bool,
+def skip_sklearn_members(app: Sphinx, what: str, name: str, obj: object, skip: bool,
                            options: object) -> bool | None:
-    """Leave out scikit-learn's generated ``set_*_request`` methods (metadata routing)."""
+    """Leave out members defined by scikit-learn (``get_params``, ``set_*_request``, ...).
+
+    scikit-learn documents them; an estimator's entry shows daskdepth's own members.
+    """
+    if getattr(obj, "__module__", None) and obj.__module__.split(".")[0] == "sklearn":
+        return True
     if name.startswith("set_") and name.endswith("_request"):
         return True
     return None
@@ -95,10 +95,16 @@ def skip_metadata_requests(app: Sphinx, what: str, name: str, obj: object, skip:
 _TRAILING_UNDERSCORE = re.compile(r"(?<![`\\\w])([A-Za-z]\w*?)_(?=[,)\s]|$)")
 
 
+#: An absolute value written as plain text, ``|computed - exact|``: reST would read a
+#: substitution reference.
+_ABSOLUTE = re.compile(r"(?<![`|])\|(\w+ - \w+)\|(?![`|])")
+
+
 def escape_attribute_names(app: Sphinx, what: str, name: str, obj: object, options: object,
                            lines: list[str]) -> None:
-    """Escape fitted-attribute names in the type part of numpydoc parameter lines."""
+    """Escape fitted-attribute names in numpydoc types, and plain-text absolute values."""
     for i, line in enumerate(lines):
+        line = lines[i] = _ABSOLUTE.sub(r"``|\1|``", line)
         head, sep, kind = line.partition(" : ")
         if sep and head.strip().isidentifier() and not line.startswith((" " * 5)):
             lines[i] = head + sep + _TRAILING_UNDERSCORE.sub(r"\1\\_", kind)
@@ -106,6 +112,6 @@ def escape_attribute_names(app: Sphinx, what: str, name: str, obj: object, optio
 
 def setup(app: Sphinx) -> dict[str, bool]:
     app.add_directive("daskdepth-api", DaskdepthApi)
-    app.connect("autodoc-skip-member", skip_metadata_requests)
+    app.connect("autodoc-skip-member", skip_sklearn_members)
     app.connect("autodoc-process-docstring", escape_attribute_names, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
