@@ -35,10 +35,10 @@ import subprocess
 import sys
 import tempfile
 import time
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import numpy as np
+from baselines import numpy_sweep
 from report import check_runs, header, replace_section, stats
 
 HERE = Path(__file__).resolve().parent
@@ -108,45 +108,6 @@ def run_daskdepth(data: str, depth: str, out: str) -> dict:
             "summary_bytes": model.summary_.nbytes, "directions_bytes": model.directions_.nbytes,
             "saved_bytes": saved_bytes, "save_s": s1 - s0, "load": os.getloadavg()[0],
             "auroc": _auroc(data, depth_values)}
-
-
-def tie_sweep_counts(proj: np.ndarray) -> np.ndarray:
-    """``min(#{<= x}, #{>= x})`` of every value of each row of ``proj`` within its row.
-
-    One ``argsort`` per row, then one sweep over the runs of equal values: a value in the run
-    that occupies sorted positions ``[a, b)`` has ``b`` values at or below it and ``n - a`` at
-    or above it.
-
-    >>> tie_sweep_counts(np.array([[3.0, 1.0, 3.0, 2.0]])).tolist()
-    [[2, 1, 2, 2]]
-    """
-    k, n = proj.shape
-    order = np.argsort(proj, axis=1)
-    ordered = np.take_along_axis(proj, order, axis=1)
-    starts = np.ones((k, n), dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    ends = np.ones((k, n), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    position = np.arange(n)
-    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
-    after = np.minimum.accumulate(np.where(ends, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
-    counts = np.empty((k, n), dtype=np.int64)
-    np.put_along_axis(counts, order, np.minimum(after, n - first), axis=1)
-    return counts
-
-
-def numpy_sweep(x: np.ndarray, location: np.ndarray, directions: np.ndarray,
-                threads: int, block: int = 256) -> np.ndarray:
-    """Exact depth of every row: matrix product, then argsort and tie sweep per direction."""
-    proj = directions @ (x - location).T  # (m, n): one direction per row
-    n, m = x.shape[0], directions.shape[0]
-
-    def block_total(start: int) -> np.ndarray:
-        return tie_sweep_counts(proj[start:start + block]).sum(axis=0)
-
-    with ThreadPoolExecutor(threads) as pool:
-        total = sum(pool.map(block_total, range(0, m, block)))
-    return total / (n * m)
 
 
 def numpy_exact(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.ndarray:

@@ -50,11 +50,13 @@ def load_average() -> float:
     return os.getloadavg()[0]
 
 
-def header(loads: Sequence[float], runs: int, argv: Sequence[str] | None = None) -> str:
+def header(loads: Sequence[float], runs: int | None,
+           argv: Sequence[str] | None = None) -> str:
     """The lines above a table: command, date, machine, load average during the runs.
 
     ``loads`` are 1-minute load averages sampled during the runs; ``runs`` how many runs each
-    cell of the table summarises.
+    cell of the table summarises (``None`` for a table of results that do not depend on
+    timing: one run gives them).
     """
     argv = list(sys.argv if argv is None else argv)
     command = "python " + " ".join(shlex.quote(a) for a in
@@ -62,8 +64,8 @@ def header(loads: Sequence[float], runs: int, argv: Sequence[str] | None = None)
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     return (f"```bash\n{command}\n```\n\n"
             f"{today}; {os.cpu_count()} cores, {cpu_model()}; {blas()}; load average (1 min) "
-            f"{min(loads):.1f}-{max(loads):.1f} during the runs; median [min-max] of {runs} "
-            f"runs.\n")
+            f"{min(loads):.1f}-{max(loads):.1f} during the runs"
+            + (f"; median [min-max] of {runs} runs.\n" if runs else ".\n"))
 
 
 def stats(values: Sequence[float], digits: int = 2) -> str:
