@@ -13,32 +13,31 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-#: Values per block of directions: each array of a block stays around 32 MiB.
-BLOCK_VALUES = 1 << 22
+#: Directions per task of the thread pool.
+BLOCK = 64
 
 
-def tie_sweep_counts(proj: np.ndarray) -> np.ndarray:
-    """``min(#{<= x}, #{>= x})`` of every value of each row of ``proj`` within its row.
+def tie_sweep_counts(values: np.ndarray) -> np.ndarray:
+    """``min(#{<= x}, #{>= x})`` of every value ``x`` of ``values`` among ``values``.
 
-    One ``argsort`` per row, then one sweep over the runs of equal values: a value in the run
-    that occupies sorted positions ``[a, b)`` has ``b`` values at or below it and ``n - a`` at
-    or above it.
+    One ``argsort``, then one sweep over the runs of equal values: a value in the run that
+    occupies sorted positions ``[a, b)`` has ``b`` values at or below it and ``n - a`` at or
+    above it.
 
-    >>> tie_sweep_counts(np.array([[3.0, 1.0, 3.0, 2.0]])).tolist()
-    [[2, 1, 2, 2]]
+    >>> tie_sweep_counts(np.array([3.0, 1.0, 3.0, 2.0])).tolist()
+    [2, 1, 2, 2]
     """
-    k, n = proj.shape
-    order = np.argsort(proj, axis=1)
-    ordered = np.take_along_axis(proj, order, axis=1)
-    starts = np.ones((k, n), dtype=bool)
-    starts[:, 1:] = ordered[:, 1:] != ordered[:, :-1]
-    ends = np.ones((k, n), dtype=bool)
-    ends[:, :-1] = starts[:, 1:]
-    position = np.arange(n)
-    first = np.maximum.accumulate(np.where(starts, position, 0), axis=1)
-    after = np.minimum.accumulate(np.where(ends, position + 1, n)[:, ::-1], axis=1)[:, ::-1]
-    counts = np.empty((k, n), dtype=np.int64)
-    np.put_along_axis(counts, order, np.minimum(after, n - first), axis=1)
+    n = values.shape[0]
+    order = np.argsort(values)
+    ordered = values[order]
+    starts_run = np.empty(n, dtype=bool)
+    starts_run[0] = True
+    np.not_equal(ordered[1:], ordered[:-1], out=starts_run[1:])
+    starts = np.flatnonzero(starts_run)
+    ends = np.append(starts[1:], n)
+    run = np.cumsum(starts_run) - 1
+    counts = np.empty(n, dtype=np.int64)
+    counts[order] = np.minimum(ends[run], n - starts[run])
     return counts
 
 
@@ -46,8 +45,8 @@ def numpy_sweep(x: np.ndarray, location: np.ndarray, directions: np.ndarray,
                 threads: int) -> np.ndarray:
     """Exact depth of every row of ``x`` among the rows of ``x``, for these directions.
 
-    One matrix product (BLAS, its own threads), then :func:`tie_sweep_counts` on blocks of
-    directions, the blocks spread over ``threads`` threads (NumPy's sort releases the GIL).
+    One matrix product (BLAS, its own threads), then :func:`tie_sweep_counts` per direction,
+    blocks of directions spread over ``threads`` threads (NumPy's sort releases the GIL).
     The counts are integers, summed exactly and divided once.
 
     >>> x = np.array([[0.0], [1.0], [1.0], [3.0]])
@@ -56,11 +55,13 @@ def numpy_sweep(x: np.ndarray, location: np.ndarray, directions: np.ndarray,
     """
     proj = directions @ (x - location).T  # (m, n): one direction per row
     n, m = x.shape[0], directions.shape[0]
-    block = max(1, min(256, BLOCK_VALUES // n))
 
     def block_total(start: int) -> np.ndarray:
-        return tie_sweep_counts(proj[start:start + block]).sum(axis=0)
+        total = np.zeros(n, dtype=np.int64)
+        for values in proj[start:start + BLOCK]:
+            total += tie_sweep_counts(values)
+        return total
 
     with ThreadPoolExecutor(threads) as pool:
-        total = sum(pool.map(block_total, range(0, m, block)))
+        total = sum(pool.map(block_total, range(0, m, BLOCK)))
     return total / (n * m)

@@ -59,8 +59,8 @@ def header(loads: Sequence[float], runs: int | None,
     timing: one run gives them).
     """
     argv = list(sys.argv if argv is None else argv)
-    command = "python " + " ".join(shlex.quote(a) for a in
-                                   [os.path.relpath(argv[0], Path.cwd()), *argv[1:]])
+    script = os.path.relpath(Path(argv[0]).resolve(), README.parent.parent)
+    command = "python " + " ".join(shlex.quote(a) for a in [script, *argv[1:]])
     today = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     return (f"```bash\n{command}\n```\n\n"
             f"{today}; {os.cpu_count()} cores, {cpu_model()}; {blas()}; load average (1 min) "
