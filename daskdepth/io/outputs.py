@@ -90,7 +90,7 @@ def check_complete(path: str | os.PathLike[str], ds: xr.Dataset) -> None:
     OutputError
         Naming the variable and how many chunks are missing.
     """
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+    import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     where = os.fspath(path)
     with quiet_zarr():

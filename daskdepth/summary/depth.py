@@ -138,7 +138,7 @@ class DepthSummary:
                               or [np.zeros(0)])
 
     def error_bound(self, statistic: str = "depth") -> float:
-        """Certified bound on |estimated - exact| ``statistic``, for every point.
+        """Certified bound on ``|estimated - exact|`` of the ``statistic``, for every point.
 
         The depth (``statistic='depth'``) averages the directions'
         contributions, so its bound is the mean over directions of each
