@@ -61,4 +61,3 @@ suppress_warnings = ["mystnb.unknown_mime_type", "myst.xref_missing"]
 
 html_theme = "furo"
 html_title = f"daskdepth {release}"
-html_static_path = ["_static"]
