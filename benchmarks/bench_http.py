@@ -3,10 +3,12 @@
 Compares, on the same directions, daskdepth (default scheduler, tol=1e-4) with
 two exact in-memory implementations: the reference algorithm as the paper's
 code runs it in sample (an n x m projection matrix, ``argsort`` per direction,
-ranks 1..n, ``min(F, 1 - F)``; ties get arbitrary distinct ranks) and a faster
-tie-aware one (sort, then one linear sweep per direction) that computes this
-project's definition and measures daskdepth's error.  scikit-learn's
-IsolationForest is timed for reference.
+ranks 1..n, ``min(F, 1 - F)``; ties get arbitrary distinct ranks) and the
+strongest plain NumPy one (``argsort`` per direction, then one sweep over the
+runs of ties, blocks of directions on ``--numpy-threads`` threads:
+``baselines.numpy_sweep``), which computes this project's definition and
+measures daskdepth's error.  scikit-learn's IsolationForest, the peer a user
+would pick, is timed too.
 
 Http repeats rows a lot, and daskdepth merges duplicate rows within each row
 chunk before routing them; for comparison the benchmark also runs daskdepth
@@ -20,7 +22,9 @@ path) and as a new user's first call would be timed (``fit`` then
 ``score_samples`` straight after the import: the kernels are loaded from
 Numba's on-disk cache, or compiled when that cache is empty).  Usage::
 
-    python benchmarks/bench_http.py [--data PATH] [--directions 300] [--repeat 5]
+    python benchmarks/bench_http.py [--data PATH] [--directions 300] [--repeat 5] [--markdown]
+
+``--markdown`` writes the table into benchmarks/README.md (section ``http``).
 """
 
 from __future__ import annotations
@@ -37,6 +41,8 @@ import time
 from pathlib import Path
 
 import numpy as np
+from baselines import numpy_sweep
+from report import check_runs, header, replace_section
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "odds" / "http.npz"
@@ -80,30 +86,6 @@ def run_daskdepth(data: str, m: int, out: str, merge: bool = True, warm: bool = 
             "summary_mib": model.summary_.nbytes / 2**20}
 
 
-def exact_depth(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.ndarray:
-    """The paper's algorithm: project, argsort each direction, tie-aware ranks.
-
-    After the sort, each run of equal projections gets ``#{<= p}`` (end of the
-    run) and ``#{>= p}`` (n minus its start) in one linear sweep.
-    """
-    proj = (x - location) @ directions.T
-    n, m = proj.shape
-    total = np.zeros(n)
-    for j in range(m):
-        col = np.ascontiguousarray(proj[:, j])
-        order = np.argsort(col)
-        s = col[order]
-        new_run = np.empty(n, dtype=bool)
-        new_run[0] = True
-        np.not_equal(s[1:], s[:-1], out=new_run[1:])
-        starts = np.flatnonzero(new_run)
-        ends = np.append(starts[1:], n)
-        run = np.cumsum(new_run) - 1
-        depth_sorted = np.minimum(ends[run], n - starts[run])
-        total[order] += depth_sorted
-    return total / (n * m)
-
-
 def reference_depth(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.ndarray:
     """The paper's code, in-sample path: ranks from ``argsort`` of all projections at once."""
     proj = (x - location) @ directions.T
@@ -126,12 +108,12 @@ def run_reference(data: str, out: str) -> dict:
     return {"total_s": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib()}
 
 
-def run_exact(data: str, out: str) -> dict:
+def run_exact(data: str, out: str, threads: int) -> dict:
     x = np.load(data)["X"]
     directions = np.load(out + "-directions.npy")
     location = np.load(out + "-location.npy")
     t0 = time.perf_counter()
-    depth = exact_depth(x, location, directions)
+    depth = numpy_sweep(x, location, directions, threads)
     t1 = time.perf_counter()
     approx = np.load(out + "-depth.npy")
     return {"total_s": t1 - t0, "peak_rss_mib": _peak_rss_mib(),
@@ -147,9 +129,10 @@ def run_iforest(data: str) -> dict:
     return {"total_s": time.perf_counter() - t0, "peak_rss_mib": _peak_rss_mib()}
 
 
-def _child(mode: str, data: str, m: int, out: str, env: dict | None = None) -> dict:
+def _child(mode: str, data: str, m: int, out: str, threads: int,
+           env: dict | None = None) -> dict:
     cmd = [sys.executable, __file__, "--child", mode, "--data", data, "--directions", str(m),
-           "--out", out]
+           "--out", out, "--numpy-threads", str(threads)]
     res = subprocess.run(cmd, capture_output=True, text=True, check=False,
                          env={**os.environ, **(env or {})})
     if res.returncode != 0:
@@ -165,6 +148,10 @@ def main() -> None:
     ap.add_argument("--child", choices=["daskdepth", "daskdepth-cold", "daskdepth-unmerged",
                                         "exact", "reference", "iforest"])
     ap.add_argument("--out")
+    ap.add_argument("--numpy-threads", type=int, default=os.cpu_count() or 1,
+                    help="threads sorting blocks of directions in the argsort + sweep baseline")
+    ap.add_argument("--markdown", action="store_true",
+                    help="write the table into benchmarks/README.md (section 'http')")
     args = ap.parse_args()
     if args.child:
         fn = {"daskdepth": lambda: run_daskdepth(args.data, args.directions, args.out),
@@ -172,11 +159,12 @@ def main() -> None:
                                                       warm=False),
               "daskdepth-unmerged": lambda: run_daskdepth(args.data, args.directions, args.out,
                                                           merge=False),
-              "exact": lambda: run_exact(args.data, args.out),
+              "exact": lambda: run_exact(args.data, args.out, args.numpy_threads),
               "reference": lambda: run_reference(args.data, args.out),
               "iforest": lambda: run_iforest(args.data)}[args.child]
         print(json.dumps(fn()))
         return
+    check_runs(args.repeat, args.markdown)
     modes = ["daskdepth", "daskdepth-cold", "daskdepth-unmerged", "exact", "reference", "iforest"]
     runs: dict[str, list[dict]] = {k: [] for k in modes}
     loads = []
@@ -184,11 +172,12 @@ def main() -> None:
         out = os.path.join(tmp, "run")
         for _ in range(args.repeat):  # interleaved, so that load changes hit every method
             for mode in modes:
-                runs[mode].append(_child(mode, args.data, args.directions, out))
+                runs[mode].append(_child(mode, args.data, args.directions, out,
+                                         args.numpy_threads))
                 loads.append(os.getloadavg()[0])
         # Once, the very first call on a machine: an empty kernel cache, so every kernel the
         # job needs is compiled inside the timing.
-        first = _child("daskdepth-cold", args.data, args.directions, out,
+        first = _child("daskdepth-cold", args.data, args.directions, out, args.numpy_threads,
                        env={"DASKDEPTH_CACHE_DIR": os.path.join(tmp, "empty-cache")})
 
     def spread(mode: str, field: str = "total_s") -> str:
@@ -199,41 +188,48 @@ def main() -> None:
         return statistics.median(r[field] for r in runs[mode])
 
     dd, um, ex = runs["daskdepth"][0], runs["daskdepth-unmerged"][0], runs["exact"]
-    print(f"Http fit + score of every row, m = {args.directions}, {os.cpu_count()} cores; "
-          f"median [min-max] of {args.repeat} fresh processes each, interleaved; load average "
-          f"(1 min) during the runs {min(loads):.1f}-{max(loads):.1f}\n")
-    print("| method | time (s) | peak RSS (MiB) | notes |")
-    print("|---|---|---|---|")
-    print(f"| daskdepth AIIRW (tol=1e-4), kernels loaded before timing | {spread('daskdepth')} "
-          f"(fit {spread('daskdepth', 'fit_s')}, score {spread('daskdepth', 'score_s')}) | "
-          f"{med('daskdepth', 'peak_rss_mib'):.0f} | certified bound {dd['error_bound']:.2e}, "
-          f"measured max error {max(r['max_abs_error_of_daskdepth'] for r in ex):.2e}, "
-          f"{dd['passes']} passes after moments, summary {dd['summary_mib']:.0f} MiB |")
-    print(f"| daskdepth, first call after the import (as a new user times it) | "
-          f"{spread('daskdepth-cold')} | {med('daskdepth-cold', 'peak_rss_mib'):.0f} | "
-          f"kernels loaded from the on-disk cache inside the timing; import "
-          f"{spread('daskdepth-cold', 'import_s')} s before it |")
-    print(f"| daskdepth, first call with an empty kernel cache (once) | {first['total_s']:.2f} | "
-          f"{first['peak_rss_mib']:.0f} | every kernel compiled inside the timing |")
-    print(f"| daskdepth, duplicate merging off (comparison) | {spread('daskdepth-unmerged')} | "
-          f"{med('daskdepth-unmerged', 'peak_rss_mib'):.0f} | certified bound "
-          f"{um['error_bound']:.2e} |")
-    print(f"| exact, reference algorithm (n x m argsort, as the paper's code) | "
-          f"{spread('reference')} | {med('reference', 'peak_rss_mib'):.0f} | same directions; "
-          "ties ranked arbitrarily |")
-    print(f"| exact, tie-aware (sort + linear sweep per direction) | {spread('exact')} | "
-          f"{med('exact', 'peak_rss_mib'):.0f} | same directions; this project's definition |")
-    print(f"| scikit-learn IsolationForest | {spread('iforest')} | "
-          f"{med('iforest', 'peak_rss_mib'):.0f} | default parameters |")
+    lines = [f"Http ({dd['rows']:,} x 3), fit + score of every row, m = {args.directions}; "
+             "each run a fresh process, the methods interleaved.", ""]
+    add = lines.append
+    add("| method | time (s) | peak RSS (MiB) | notes |")
+    add("|---|---|---|---|")
+    add(f"| daskdepth AIIRW (tol=1e-4), kernels loaded before timing | {spread('daskdepth')} "
+        f"(fit {spread('daskdepth', 'fit_s')}, score {spread('daskdepth', 'score_s')}) | "
+        f"{med('daskdepth', 'peak_rss_mib'):.0f} | certified bound {dd['error_bound']:.2e}, "
+        f"measured max error {max(r['max_abs_error_of_daskdepth'] for r in ex):.2e}, "
+        f"{dd['passes']} passes after moments, summary {dd['summary_mib']:.0f} MiB |")
+    add(f"| daskdepth, first call after the import (as a new user times it) | "
+        f"{spread('daskdepth-cold')} | {med('daskdepth-cold', 'peak_rss_mib'):.0f} | "
+        f"kernels loaded from the on-disk cache inside the timing; import "
+        f"{spread('daskdepth-cold', 'import_s')} s before it |")
+    add(f"| daskdepth, first call with an empty kernel cache (once) | {first['total_s']:.2f} | "
+        f"{first['peak_rss_mib']:.0f} | every kernel compiled inside the timing |")
+    add(f"| daskdepth, duplicate merging off (comparison) | {spread('daskdepth-unmerged')} | "
+        f"{med('daskdepth-unmerged', 'peak_rss_mib'):.0f} | certified bound "
+        f"{um['error_bound']:.2e} |")
+    add(f"| exact, reference algorithm (n x m argsort, as the paper's code) | "
+        f"{spread('reference')} | {med('reference', 'peak_rss_mib'):.0f} | same directions; "
+        "ties ranked arbitrarily |")
+    add(f"| exact, NumPy argsort + tie sweep ({args.numpy_threads} threads) | "
+        f"{spread('exact')} | "
+        f"{med('exact', 'peak_rss_mib'):.0f} | same directions; this project's definition |")
+    add(f"| scikit-learn IsolationForest | {spread('iforest')} | "
+        f"{med('iforest', 'peak_rss_mib'):.0f} | default parameters |")
     ref = med("reference")
-    print(f"\nspeed-up over the reference algorithm (medians): {ref / med('daskdepth'):.1f}x "
-          f"warm, {ref / med('daskdepth-cold'):.1f}x as a first call; over the tie-aware exact "
-          f"implementation: {med('exact') / med('daskdepth'):.1f}x; with duplicate merging "
-          f"off: {ref / med('daskdepth-unmerged'):.1f}x")
+    add("")
+    add(f"Speed-up over the reference algorithm (medians): {ref / med('daskdepth'):.1f}x "
+        f"warm, {ref / med('daskdepth-cold'):.1f}x as a first call; over the tie-aware exact "
+        f"computation (argsort + sweep): {med('exact') / med('daskdepth'):.1f}x; with "
+        f"duplicate merging off: {ref / med('daskdepth-unmerged'):.1f}x")
     per_row = 1e6 / dd["rows"]
-    print(f"rows {dd['rows']:,}, distinct {dd['distinct_rows']:,}; scoring the training rows "
-          f"{med('daskdepth', 'score_s') * per_row:.2f} us/row, new points without duplicates "
-          f"{med('daskdepth', 'score_new_s') * per_row:.2f} us/row")
+    add("")
+    add(f"Rows {dd['rows']:,}, distinct {dd['distinct_rows']:,}; scoring the training rows "
+        f"{med('daskdepth', 'score_s') * per_row:.2f} us/row, new points without duplicates "
+        f"{med('daskdepth', 'score_new_s') * per_row:.2f} us/row")
+    text = header(loads, args.repeat) + "\n" + "\n".join(lines) + "\n"
+    sys.stdout.write(text)
+    if args.markdown:
+        replace_section("http", text)
 
 
 if __name__ == "__main__":

@@ -8,8 +8,11 @@ singular-value ratio of the centred rows of ``Y`` (numerically full rank while
 it is below ``1 / (sqrt(n) eps)``) and Kendall's tau between the in-sample
 depths of ``X`` and of ``Y`` (1 for an exactly invariant depth).  Usage::
 
-    python benchmarks/bench_invariance.py [--data breast_cancer | satimage-2 | musk | PATH.npz]
-        [--cond 1e2,1e4,1e6,1e8] [--n-directions M] [--covariance sample | mcd]
+    python benchmarks/bench_invariance.py [--data breast_cancer satimage-2 musk PATH.npz ...]
+        [--cond 1e2,1e4,1e6,1e8] [--n-directions M] [--covariance sample | mcd] [--markdown]
+
+``--markdown`` writes the table into benchmarks/README.md (section ``invariance``, or
+``invariance-mcd`` with ``--covariance mcd``).
 
 The ODDS sets are read from ``../shared/data/odds/<name>.npz`` beside the checkout (key ``X``;
 ``DASKDEPTH_ODDS`` names another folder).
@@ -19,10 +22,11 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
+import sys
 import warnings
 
 import numpy as np
+from report import header, load_average, replace_section
 from scipy.stats import kendalltau
 
 import daskdepth
@@ -60,29 +64,39 @@ def fit(x: np.ndarray, m: int | None, covariance: str) -> tuple[daskdepth.AIIRW,
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--data", default="breast_cancer")
+    parser.add_argument("--data", nargs="+", default=["breast_cancer"])
     parser.add_argument("--cond", default="1e2,1e4,1e6,1e8")
     parser.add_argument("--n-directions", type=int, default=None)
     parser.add_argument("--covariance", default="sample")
+    parser.add_argument("--markdown", action="store_true",
+                        help="write the table into benchmarks/README.md")
     args = parser.parse_args()
-    x = load(args.data)
-    n, d = x.shape
-    limit = 1 / (np.sqrt(n) * np.finfo(float).eps)
-    mx, _ = fit(x, args.n_directions, args.covariance)
-    dx = mx.score_samples(x)
-    print(f"{args.data} ({n} x {d}), rank of X {mx.covariance_rank_}, "
-          f"1 / (sqrt(n) eps) = {limit:.2g}")
-    print("| cond(A) | singular-value ratio | rank | rank warning | Kendall tau | fit (s) |")
-    print("|---|---|---|---|---|---|")
-    for cond in (float(c) for c in args.cond.split(",")):
-        y = mapped(x, cond)
-        s = np.linalg.svd(y - y.mean(axis=0), compute_uv=False)
-        start = time.perf_counter()
-        my, warned = fit(y, args.n_directions, args.covariance)
-        took = time.perf_counter() - start
-        tau = kendalltau(dx, my.score_samples(y))[0]
-        print(f"| {cond:.0e} | {s[0] / s[-1]:.2g} | {my.covariance_rank_} | "
-              f"{'yes' if warned else 'no'} | {tau:.6f} | {took:.1f} |")
+    loads = [load_average()]
+    lines = ["| data set | cond(A) | singular-value ratio of X A + b | rank of X / of X A + b "
+             "| rank warning | Kendall tau |", "|---|---|---|---|---|---|"]
+    for name in args.data:
+        x = load(name)
+        n, d = x.shape
+        mx, _ = fit(x, args.n_directions, args.covariance)
+        dx = mx.score_samples(x)
+        for cond in (float(c) for c in args.cond.split(",")):
+            y = mapped(x, cond)
+            s = np.linalg.svd(y - y.mean(axis=0), compute_uv=False)
+            my, warned = fit(y, args.n_directions, args.covariance)
+            tau = kendalltau(dx, my.score_samples(y))[0]
+            lines.append(f"| {name} ({n:,} x {d}) | {cond:.0e} | {s[0] / s[-1]:.2g} "
+                         f"| {mx.covariance_rank_} / {my.covariance_rank_} "
+                         f"| {'yes' if warned else 'no'} | {tau:.6f} |")
+            print(lines[-1], file=sys.stderr, flush=True)
+            loads.append(load_average())
+    text = (header(loads, None) + "\n"
+            f"`AIIRW(frame='invariant', covariance='{args.covariance}', random_state=0)` fitted "
+            "on X and on X A + b; Kendall's tau between the in-sample depths (1 for an exactly "
+            "invariant depth).\n\n" + "\n".join(lines) + "\n")
+    print(text)
+    if args.markdown:
+        replace_section("invariance" if args.covariance == "sample"
+                        else f"invariance-{args.covariance}", text)
 
 
 if __name__ == "__main__":

@@ -17,9 +17,11 @@ Usage::
 
     python benchmarks/bench_memory.py --rows 1e6 1e7 [5e7] [--features 5]
         [--workers 2] [--memory-limit 1GiB] [--n-directions 50] [--tol 1e-3]
-        [--json results.jsonl]
+        [--repeat 5] [--json results.jsonl] [--markdown]
 
-It prints one Markdown table row per size.  Stores are written to (and removed
+It prints a Markdown table, one row per size: median [min-max] over ``--repeat`` fresh
+clusters (the largest peak and any spill over all of them); ``--markdown`` writes it into
+benchmarks/README.md (section ``memory``).  Stores are written to (and removed
 from) a temporary directory under ``--workdir`` (default: the system's).
 """
 
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import json
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -36,6 +39,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import check_runs, header, load_average, replace_section, stats
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -108,14 +112,19 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f}"
 
 
-def table_row(r: dict[str, Any]) -> str:
-    ok = "no" if not r["pressure_log_lines"] and r["spilled_keys"] == 0 else "YES"
+def table_row(runs: list[dict[str, Any]]) -> str:
+    """One row of the table: the runs of one size."""
+    r = runs[0]
+    ok = ("no" if all(not x["pressure_log_lines"] and x["spilled_keys"] == 0 for x in runs)
+          else "YES")
+    walls = [x["wall_s"] for x in runs]
+    peaks = [x["peak_rss_max"] / 2**20 for x in runs]
     return (f"| {r['rows']:.0e} | {r['data_bytes'] / 2**30:.2f} | {_mib(r['memory_limit'])} | "
-            f"{_mib(r['peak_rss_max'])} | {r['wall_s']:.1f} | "
-            f"{1e6 * r['wall_s'] / r['rows']:.2f} | {ok} |")
+            f"{stats(peaks, 0)} | {stats(walls, 1)} | "
+            f"{1e6 * statistics.median(walls) / r['rows']:.2f} | {ok} |")
 
 
-HEADER = ("| rows | data (GiB) | worker limit (MiB) | peak worker RSS (MiB) | wall (s) | "
+HEADER = ("| rows | data (GiB) | worker limit (MiB) | largest worker peak RSS (MiB) | wall (s) | "
           "s per 10^6 rows | spill/pause/restart |\n"
           "|---:|---:|---:|---:|---:|---:|:---:|")
 
@@ -131,15 +140,32 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tol", type=float, default=1e-3)
     p.add_argument("--json", help="append one JSON line per size to this file")
     p.add_argument("--workdir", help="directory for the temporary stores")
+    p.add_argument("--repeat", type=int, default=5, help="fresh clusters per size")
+    p.add_argument("--markdown", action="store_true",
+                   help="write the table into benchmarks/README.md (section 'memory')")
     args = p.parse_args(argv)
-    print(HEADER, flush=True)
+    check_runs(args.repeat, args.markdown)
+    lines = [HEADER]
+    loads = [load_average()]
     with tempfile.TemporaryDirectory(prefix="daskdepth-bench-", dir=args.workdir) as tmp:
         for rows in args.rows:
-            result = run_one(int(rows), args, Path(tmp))
-            print(table_row(result), flush=True)
-            if args.json:
-                with open(args.json, "a") as f:
-                    f.write(json.dumps(result) + "\n")
+            runs = []
+            for _ in range(args.repeat):
+                runs.append(run_one(int(rows), args, Path(tmp)))
+                loads.append(load_average())
+                if args.json:
+                    with open(args.json, "a") as f:
+                        f.write(json.dumps(runs[-1]) + "\n")
+            lines.append(table_row(runs))
+            print(lines[-1], file=sys.stderr, flush=True)
+    text = (header(loads, args.repeat) + "\n"
+            f"`daskdepth score` of an n x {args.features} Zarr store, --n-directions "
+            f"{args.n_directions} --tol {args.tol}, on a fresh cluster of {args.workers} "
+            f"single-threaded workers (dask CLIs) for each run; wall time of the command, "
+            f"including start-up.\n\n" + "\n".join(lines) + "\n")
+    print(text)
+    if args.markdown:
+        replace_section("memory", text)
     return 0
 
 

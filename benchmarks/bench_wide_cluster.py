@@ -20,11 +20,16 @@ Usage::
 
     python benchmarks/bench_wide_cluster.py [--rows 1e6] [--features 40]
         [--workers 2] [--memory-limit 1GiB] [--n-directions M] [--tol 1e-4]
-        [--json results.jsonl]
+        [--cases FEATURES:LIMIT ...] [--repeat 5] [--json results.jsonl] [--markdown]
 
-The issue's target: ``--rows 1e6 --features 40`` with the defaults completes
-with no spill, pause or restart and no memory warning.  Compare with
-``--features 5`` for the time per (row, direction) on narrow data.
+``--cases 40:1GiB 40:1.25GiB 5:1GiB`` runs several feature counts and memory
+limits in one table (each case overrides ``--features`` and ``--memory-limit``).
+Each case runs ``--repeat`` times on a fresh cluster; the table gives median
+[min-max] times and the largest peak of all runs.  ``--markdown`` writes it
+into benchmarks/README.md (section ``wide-cluster``).  The target:
+``--rows 1e6 --features 40`` with the defaults completes with no spill, pause
+or restart and no memory warning; ``--features 5`` gives the time per (row,
+direction) on narrow data.
 """
 
 from __future__ import annotations
@@ -33,6 +38,7 @@ import argparse
 import json
 import os
 import shutil
+import statistics
 import sys
 import tempfile
 import threading
@@ -42,6 +48,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+from report import check_runs, header, load_average, replace_section, stats
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests"))
@@ -193,22 +200,26 @@ def _mib(b: float) -> str:
     return f"{b / 2**20:,.0f}"
 
 
-def table_row(r: dict[str, Any]) -> str:
-    ok = "no" if not r["pressure_log_lines"] and r["spilled_keys"] == 0 \
-        and r["workers_at_end"] == r["workers"] else "YES"
-    warned = "; ".join(r["warnings"]) or "none"
+def table_row(runs: list[dict[str, Any]]) -> str:
+    """One row of the table: the runs of one case."""
+    r = runs[0]
+    ok = "no" if all(not x["pressure_log_lines"] and x["spilled_keys"] == 0
+                     and x["workers_at_end"] == x["workers"] for x in runs) else "YES"
+    warned = "; ".join(sorted({w for x in runs for w in x["warnings"]})) or "none"
     shares = " / ".join(_mib(b) for b in r["summary_bytes_per_worker"])
+    peak = max(max(x["peak_rss_sampled"]) for x in runs)
     return (f"| {r['rows']:.0e} x {r['features']} | {r['n_directions']:,} | "
-            f"{r['workers']} x {_mib(r['memory_limit'])} | {r['fit_s']:.1f} | "
-            f"{r['score_s']:.1f} | {r['ns_per_row_direction_core']:.0f} | "
-            f"{' / '.join(_mib(b) for b in r['peak_rss_sampled'])} | "
-            f"{_mib(r['summary_bytes'])} ({shares}) "
-            f"| {ok} | {warned} |")
+            f"{r['workers']} x {_mib(r['memory_limit'])} | {stats([x['passes'] for x in runs], 0)} "
+            f"| {stats([x['fit_s'] for x in runs], 1)} "
+            f"| {stats([x['score_s'] for x in runs], 1)} "
+            f"| {statistics.median(x['ns_per_row_direction_core'] for x in runs):.0f} | "
+            f"{_mib(peak)} | {_mib(r['summary_bytes'])} ({shares}) | {ok} | {warned} |")
 
 
-HEADER = ("| data | m | workers x limit (MiB) | fit (s) | score (s) | ns per (row, direction) "
-          "per core | peak worker RSS (MiB) | summary MiB (per worker) | spill/pause/restart "
-          "| warnings |\n|---|---:|---|---:|---:|---:|---|---|:---:|---|")
+HEADER = ("| data | m | workers x limit (MiB) | leaf passes | fit (s) | score (s) | ns per "
+          "(row, direction) per core | largest worker peak RSS (MiB) | summary MiB (per worker) "
+          "| spill/pause/restart | warnings |\n"
+          "|---|---:|---|---:|---:|---:|---:|---|---|:---:|---|")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -221,21 +232,45 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--tol", type=float, default=1e-4)
     p.add_argument("--json", help="append the result as one JSON line to this file")
     p.add_argument("--workdir", help="directory for the temporary store")
+    p.add_argument("--cases", nargs="+", metavar="FEATURES:LIMIT",
+                   help="feature counts and worker memory limits to run, e.g. 40:1GiB 5:1GiB")
+    p.add_argument("--repeat", type=int, default=5, help="fresh clusters per case")
+    p.add_argument("--markdown", action="store_true",
+                   help="write the table into benchmarks/README.md (section 'wide-cluster')")
     args = p.parse_args(argv)
-    tmp = tempfile.mkdtemp(prefix="daskdepth-wide-", dir=args.workdir)
-    try:
-        result = run(args, Path(tmp))
-    finally:
-        shutil.rmtree(tmp, ignore_errors=True)
-    result["load_average"] = os.getloadavg()
-    print(HEADER)
-    print(table_row(result))
-    print("peak worker RSS (MiB) by phase:", "; ".join(
-        f"{ph} {' / '.join(_mib(b) for b in v)}" for ph, v in result["peak_rss_by_phase"].items()))
-    print(json.dumps(result))
-    if args.json:
-        with open(args.json, "a") as f:
-            f.write(json.dumps(result) + "\n")
+    check_runs(args.repeat, args.markdown)
+    cases = [c.split(":", 1) for c in args.cases] if args.cases else [
+        (str(args.features), args.memory_limit)]
+    lines = [HEADER]
+    loads = [load_average()]
+    for features, limit in cases:
+        case = argparse.Namespace(**{**vars(args), "features": int(features),
+                                     "memory_limit": limit})
+        runs = []
+        for _ in range(args.repeat):
+            tmp = tempfile.mkdtemp(prefix="daskdepth-wide-", dir=args.workdir)
+            try:
+                result = run(case, Path(tmp))
+            finally:
+                shutil.rmtree(tmp, ignore_errors=True)
+            result["load_average"] = os.getloadavg()
+            loads.append(load_average())
+            runs.append(result)
+            print("peak worker RSS (MiB) by phase:", "; ".join(
+                f"{ph} {' / '.join(_mib(b) for b in v)}"
+                for ph, v in result["peak_rss_by_phase"].items()), file=sys.stderr)
+            if args.json:
+                with open(args.json, "a") as f:
+                    f.write(json.dumps(result) + "\n")
+        lines.append(table_row(runs))
+    text = (header(loads, args.repeat) + "\n"
+            f"`IRW()` at the defaults (m = 100 d, tol = {args.tol:g}) fitted on a Zarr store of "
+            f"{args.rows:.0e} Gaussian rows and scoring every row, on a LocalCluster of "
+            f"{args.workers} single-threaded worker processes; a fresh cluster for each run; "
+            "worker memory sampled every 0.1 s.\n\n" + "\n".join(lines) + "\n")
+    print(text)
+    if args.markdown:
+        replace_section("wide-cluster", text)
     return 0
 
 

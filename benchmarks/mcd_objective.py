@@ -11,7 +11,9 @@ reports the relative difference between the two reweighted covariances
 (Frobenius norm), the figure a direct comparison of the estimates shows.
 Usage::
 
-    python benchmarks/mcd_objective.py [--data breast-cancer | PATH.npz] [--seeds 5]
+    python benchmarks/mcd_objective.py [--data breast-cancer | PATH.npz] [--seeds 5] [--markdown]
+
+``--markdown`` writes the table into benchmarks/README.md (section ``mcd-objective``).
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ import warnings
 
 import dask.array as da
 import numpy as np
+from report import header, load_average, replace_section
 
 
 def load(name: str) -> tuple[str, np.ndarray]:
@@ -59,13 +62,15 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--data", default="breast-cancer")
     ap.add_argument("--seeds", type=int, default=5)
+    ap.add_argument("--markdown", action="store_true",
+                    help="write the table into benchmarks/README.md (section 'mcd-objective')")
     args = ap.parse_args()
     from sklearn.covariance import MinCovDet
 
     name, x = load(args.data)
-    print(f"{name}; load average {os.getloadavg()[0]:.2f}")
-    print("| seed | h | log det, daskdepth | log det, MinCovDet | lower | covariances differ |")
-    print("|---|---|---|---|---|---|")
+    loads = [load_average()]
+    lines = ["| seed | h | log det, daskdepth | log det, MinCovDet | lower | covariances differ |",
+             "|---|---|---|---|---|---|"]
     for seed in range(args.seeds):
         sup_a, cov_a = ours(x, seed)
         with warnings.catch_warnings():
@@ -76,8 +81,16 @@ def main() -> None:
         la, lb = support_logdet(x, sup_a), support_logdet(x, sup_b)
         diff = np.linalg.norm(cov_a - sk.covariance_) / np.linalg.norm(sk.covariance_)
         lower = "daskdepth" if la < lb else ("MinCovDet" if lb < la else "tie")
-        print(f"| {seed} | {int(sup_a.sum())} | {la:.3f} | {lb:.3f} | {lower} | {diff:.1%} |",
-              flush=True)
+        lines.append(f"| {seed} | {int(sup_a.sum())} | {la:.3f} | {lb:.3f} | {lower} "
+                     f"| {diff:.1%} |")
+        loads.append(load_average())
+    text = (header(loads, None) + "\n"
+            f"{name}: `log det` of the covariance of each method's raw support (lower is "
+            "better), and the relative difference of the reweighted covariances (Frobenius "
+            "norm).\n\n" + "\n".join(lines) + "\n")
+    print(text)
+    if args.markdown:
+        replace_section("mcd-objective", text)
 
 
 if __name__ == "__main__":

@@ -7,7 +7,8 @@ without it and the error only comes when something is drawn.
 The helpers use only what every fitted daskdepth model has (``score_samples``, ``offset_``,
 ``location_``, ``n_features_in_``, and ``feature_names_in_`` for axis labels when present) and
 nothing else from the package, so they work with any object offering the same attributes (a
-loaded model, a scikit-learn outlier detector with ``offset_``).
+loaded model, a scikit-learn outlier detector with ``offset_``); :func:`explain` draws a
+daskdepth model's own explanation (``model.explain`` and its summary's depth profile).
 Dask and xarray inputs are converted with ``numpy.asarray``, which computes them: pass a sample of
 a large array.
 """
@@ -24,7 +25,7 @@ if TYPE_CHECKING:  # for annotations only: matplotlib stays optional at run time
     from matplotlib.collections import PathCollection
     from matplotlib.contour import ContourSet
 
-__all__ = ["depth_contours", "depth_histogram", "depth_scatter"]
+__all__ = ["depth_contours", "depth_histogram", "depth_scatter", "explain"]
 
 _INSTALL_HINT = 'daskdepth.plot needs matplotlib: pip install "daskdepth[plot]"'
 
@@ -310,3 +311,91 @@ def depth_scatter(
     if colorbar:
         ax.figure.colorbar(points, ax=ax, label="depth")
     return points
+
+
+def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None = None,
+            color: str = "C3") -> tuple[Axes, Axes]:
+    """Draw why ``row`` is outlying: its features' contributions, its place on its top direction.
+
+    Left, a horizontal bar per feature: its contribution
+    (:meth:`daskdepth.DepthDetector.explain`), positive where the feature
+    pushes the row out along its least-deep directions.  Right, the
+    univariate depth profile along the row's least-deep direction: the depth
+    ``min(L, G) / n`` that the model's summary gives each centred projection
+    on that direction, over the reference projections' range, with the row's
+    own projection marked.
+
+    Parameters
+    ----------
+    model : fitted AIIRW, IRW or Halfspace
+    row : array-like of shape (n_features,)
+        One row, in the model's features.
+    n_top : int, default=3
+        Directions the contributions are made of.
+    axes : pair of matplotlib Axes, optional
+        Where to draw; by default a new figure with two.
+    color : str, default="C3"
+        Colour of the row's marks.
+
+    Returns
+    -------
+    (Axes, Axes)
+        The contributions' and the profile's axes.
+
+    Examples
+    --------
+    >>> import matplotlib
+    >>> matplotlib.use("Agg")
+    >>> import numpy as np, daskdepth, daskdepth.plot
+    >>> X = np.random.default_rng(0).normal(size=(300, 3))
+    >>> model = daskdepth.IRW(random_state=0).fit(X)
+    >>> bars, profile = daskdepth.plot.explain(model, [0.0, 0.0, 6.0])
+    >>> [t.get_text() for t in bars.get_yticklabels()]
+    ['feature 0', 'feature 1', 'feature 2']
+    """
+    # deferred: the explanation's helpers load Dask; the other plots need none of it
+    from .summary.explain import depth_profile
+
+    plt = _pyplot()
+    x = np.asarray(row, dtype=np.float64).reshape(1, -1)
+    names = getattr(model, "feature_names_in_", None)
+    if names is not None:  # as the model was fitted: a frame with its columns
+        import pandas as pd  # deferred: only for models fitted with feature names
+
+        why = model.explain(pd.DataFrame(x, columns=names), n_top=n_top)
+    else:
+        why = model.explain(x, n_top=n_top)
+    contribution = np.asarray(why.contribution)[0]
+    j = int(np.asarray(why.direction)[0, 0])
+    if axes is None:
+        height = min(8.0, max(3.0, 0.2 * contribution.size + 1.5))
+        _, axes = plt.subplots(1, 2, figsize=(10, height))
+    ax_bar, ax_profile = axes
+    labels = [_feature_label(model, f) for f in range(contribution.size)]
+    ax_bar.barh(np.arange(contribution.size), contribution,
+                color=[color if c > 0 else "0.6" for c in contribution])
+    ax_bar.set_yticks(np.arange(contribution.size), labels)
+    ax_bar.invert_yaxis()
+    ax_bar.axvline(0.0, color="0.2", lw=0.8)
+    ax_bar.set_xlabel("contribution (standard deviations)")
+    ax_bar.set_title(f"total {np.nansum(contribution):.3g}")
+    if j < 0:
+        ax_profile.set_title("row not scored")
+        return ax_bar, ax_profile
+    summary = model.summary_
+    v = summary.directions[j]
+    p = float((x[0] - summary.location) @ v)
+    _, (lo, hi) = depth_profile(summary, j, np.zeros(1))
+    a, b = min(lo, p), max(hi, p)
+    pad = 0.05 * (b - a if b > a else 1.0)
+    grid = np.linspace(a - pad, b + pad, 512)
+    depth, _ = depth_profile(summary, j, grid)
+    ax_profile.plot(grid, depth, color="0.3", lw=1.2, label="reference depth profile")
+    ax_profile.axvline(p, color=color, lw=1.5, label="this row")
+    row_depth = float(np.asarray(why.depth)[0, 0])
+    ax_profile.plot([p], [row_depth], "o", color=color)
+    ax_profile.set_xlabel(f"projection on direction {j} (centred)")
+    ax_profile.set_ylabel("univariate depth")
+    ax_profile.set_title(f"least-deep direction {j}: depth {row_depth:.3g}")
+    ax_profile.legend(loc="upper right", fontsize="small")
+    return ax_bar, ax_profile

@@ -113,6 +113,7 @@ def mapped_data_set(name: str, cond: float) -> tuple[np.ndarray, np.ndarray]:
 HEAVY_MODULES = frozenset({
     "test_cluster", "test_tls", "test_notebooks", "test_setup", "test_scaleout", "test_shards",
     "test_placement", "test_schedulers", "test_deploy", "test_cli", "test_store_files",
+    "test_docs",
 })
 
 

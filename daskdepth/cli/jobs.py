@@ -220,13 +220,21 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitt
 
 def write_depth(runner: Runner, model: DepthDetector, source: ZarrInput, out: SafeOutput,
                 contamination: float | None, attrs: dict[str, Any],
-                std: bool = False) -> int | None:
+                std: bool = False, explain: int | None = None) -> int | None:
     """Score the input and write the depth (outlier flags, standard errors) into the temporary.
+
+    With ``explain``, also each row's ``explain`` least-deep directions and its
+    features' contributions (:meth:`daskdepth.DepthDetector.explain`), over the
+    sample dimension like the depth (and ``top`` and the feature dimension).
 
     Returns how many rows were flagged as outliers (None without ``contamination``),
     counted by the same computation that writes them.
     """
     ds = depth_dataset(model, source.data, contamination=contamination, attrs=attrs, std=std)
+    if explain is not None:
+        ds = ds.merge(model.explain(source.data, n_top=explain,
+                                    sample_dim=source.data.dims[0]))
+        ds.attrs = dict(attrs)
     if contamination is not None:
         ds.attrs["contamination"] = float(contamination)
         ds.attrs["offset"] = float(ds["outlier"].attrs["offset"])
@@ -295,7 +303,8 @@ def run_score(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> ScoreRes
         fitted = fit(run, ui, model, source)
         attrs = job_attrs(model, "score", argv)
         attrs.update(input_attrs(source))
-        flagged = write_depth(run, model, source, out, args.contamination, attrs, std=args.std)
+        flagged = write_depth(run, model, source, out, args.contamination, attrs, std=args.std,
+                              explain=args.explain)
         target = out.commit()
     return ScoreResult(target, model, time.time() - start, source.shape[0], flagged,
                        fitted.passes)
@@ -383,7 +392,8 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
             runner(args, ui) as run:
         attrs = _apply_attrs(model, source, args.model, document, argv)
-        flagged = write_depth(run, model, source, out, contamination, attrs, std=args.std)
+        flagged = write_depth(run, model, source, out, contamination, attrs, std=args.std,
+                              explain=args.explain)
         target = out.commit()
     ui.result(f"wrote the {str(model.depth_name).upper()} depth of {source.shape[0]:,} rows to "
               f"{target} in {time.time() - start:.1f} s{flagged_text(flagged, source.shape[0])}")

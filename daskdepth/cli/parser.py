@@ -250,6 +250,11 @@ def build_parser() -> argparse.ArgumentParser:
     scoring.add_argument("--std", action="store_true",
                          help="also write 'depth_std', the Monte Carlo standard error of each "
                               "depth over the random directions")
+    scoring.add_argument("--explain", type=_argument(int, "a positive integer", _positive),
+                         metavar="K", default=None,
+                         help="also write each row's K least-deep directions "
+                              "('explain_direction', 'explain_depth', 'explain_side') and its "
+                              "features' 'contribution' (IRW, AI-IRW, halfspace)")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
@@ -280,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     # A model holds no depths: --std belongs to the job that scores with it (refused, with
     # that fix, by check_options; hidden from the help).
     p.add_argument("--std", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--explain", type=int, default=None, help=argparse.SUPPRESS)
     p.add_argument("--contamination", type=param("contamination", float, "a number"),
                    metavar="C",
                    help="share of outliers among the reference rows: saved with the model "
@@ -427,6 +433,15 @@ it out or use --depth ai-irw or --depth halfspace or --depth projection
         raise ValueError("--std does nothing for fit (a model holds no depths): pass --std to "
                          "'daskdepth apply MODEL INPUT --out OUTPUT --std', which writes the "
                          "standard errors with the depths")
+    if args.command == "fit" and getattr(args, "explain", None) is not None:
+        raise ValueError("--explain does nothing for fit (a model holds no rows to explain): "
+                         "pass --explain K to 'daskdepth apply MODEL INPUT --out OUTPUT "
+                         "--explain K', which writes the explanations with the depths")
+    if getattr(args, "explain", None) is not None and getattr(args, "depth", None) \
+            == "halfspace-mass":
+        raise ValueError("--explain applies to depths built from univariate depths along "
+                         "directions (ai-irw, irw, halfspace), not to --depth halfspace-mass: "
+                         "leave --explain out, or choose one of those depths")
     depth = getattr(args, "depth", None)
     if depth is None:  # apply, info, demo: no fitting options
         return

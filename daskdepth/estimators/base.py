@@ -23,6 +23,7 @@ from ..runtime.progress import show_phases
 from ..storage.modelformat import save_model
 from ..summary.depth import DepthSummary
 from ..summary.statistics import MEAN, Statistic
+from .explain import explain_rows
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .params import check_param
 
@@ -294,6 +295,89 @@ class DepthDetector(OutlierMixin, BaseEstimator):
                 computed = dask.compute(depth, std)
             depth, std = (da.from_array(a, chunks=depth.chunks) for a in computed)
         return data.wrap(depth), data.wrap(std, name="depth_std")
+
+    def explain(self, X: Any, n_top: int = 3, *, sample_dim: Any = None) -> Any:
+        """Why each row of ``X`` is outlying: its least-deep directions and feature contributions.
+
+        A row's depth is made of its univariate depths ``D_j = min(L_j, G_j) / n``
+        along the directions ``v_j`` (their mean for IRW and AI-IRW, their minimum
+        for the halfspace depth); the directions along which it is least deep are
+        those in which it is outlying.  For every row this gives the ``n_top``
+        directions of smallest ``D_j`` (among equal ``D_j``, e.g. the many
+        directions along which a far outlier lies beyond all the data, the one
+        along which it lies farthest out, ``|<x - location_, v_j>| / sigma_j``,
+        first; then the smaller index), those
+        ``D_j``, the side of each direction's median the row lies on, and each
+        feature's contribution:
+
+        ``contribution_f = sum_q w_q s_q (x_f - location_f) v_{j_q f} / sigma_{j_q}``
+
+        with ``s_q`` the side (+1 above the median, -1 below), ``sigma_j =
+        sqrt(v_j' covariance_ v_j)`` the spread of the reference projections on
+        ``v_j``, and weights ``w_q = max(1/2 - D_q, 0)`` normalised to add up to 1
+        (the less deep a direction, the more it counts; equal weights when all
+        are 1/2).  ``(x_f - location_f) v_{jf}`` is feature ``f``'s term of the
+        row's projection on ``v_j``, so:
+
+        - the contributions add up to ``sum_q w_q s_q <x - location_, v_{j_q}> /
+          sigma_{j_q}``: how far, in standard deviations, the row lies from the
+          centre towards the side it is outlying on, along its least-deep
+          directions;
+        - a feature's contribution is positive when its deviation pushes the
+          row out along those directions, negative when it pulls it back, and 0
+          when the feature is at ``location_``;
+        - it is in the features' own terms: rescaling or shifting a feature
+          leaves the contributions of AI-IRW and ``Halfspace(affine_invariant=True)``
+          unchanged (their directions rescale inversely); the IRW depth itself
+          depends on the features' scales, and so do its explanations.
+
+        The directions are those of the model's own summary: ``depth`` holds the
+        very values the score is made of (``depth[:, 0]`` is a halfspace model's
+        score), each within ``error_bound`` (the summary's largest per-direction
+        bound; 0 for an exact summary) of the exact univariate depth, and the
+        results are the same bits for any chunking, scheduler or cluster.
+
+        Parameters
+        ----------
+        X : array-like, pandas or dask DataFrame, dask array or xarray.DataArray
+            Rows to explain, as for :meth:`score_samples`.
+        n_top : int, default=3
+            Directions reported per row (slots beyond the model's directions
+            are left empty: -1 and NaN).
+        sample_dim : str, optional
+            DataArray only, as for :meth:`score_samples`.
+
+        Returns
+        -------
+        Explanation or xarray.Dataset
+            An :class:`~daskdepth.estimators.explain.Explanation` whose
+            ``direction``, ``depth``, ``side`` (n_samples, n_top) and
+            ``contribution`` (n_samples, n_features) are NumPy arrays for NumPy
+            input, lazy dask arrays with ``X``'s row chunks for a dask array,
+            pandas DataFrames with ``X``'s index (and its columns for the
+            contributions) for pandas, dask DataFrames for a dask DataFrame;
+            ``axes`` holds every direction as a unit vector in the features'
+            space.  A DataArray gives a Dataset with ``explain_direction``,
+            ``explain_depth``, ``explain_side`` (sample, ``top``) and
+            ``contribution`` (sample, feature), coordinates kept.
+
+        Raises
+        ------
+        TypeError
+            For a depth that is not built from univariate depths (HalfspaceMass).
+
+        Examples
+        --------
+        >>> import numpy as np, daskdepth
+        >>> X = np.random.default_rng(0).normal(size=(500, 3))
+        >>> model = daskdepth.AIIRW(random_state=0).fit(X)
+        >>> why = model.explain(np.array([[0.0, 0.0, 8.0]]), n_top=2)
+        >>> why.direction.shape, int(np.argmax(why.contribution[0]))
+        ((1, 2), 2)
+        >>> bool(why.depth[0, 0] <= why.depth[0, 1])
+        True
+        """
+        return explain_rows(self, X, n_top, sample_dim=sample_dim)
 
     def decision_function(self, X: Any, *, sample_dim: Any = None) -> Any:
         """``score_samples(X) - offset_``: negative for outliers."""

@@ -273,7 +273,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     remain (sampling noise, values missing from the sample), a refinement pass
     collects their values and splits them exactly on the workers, only in the
     directions that need it (:func:`refine_phase`) for the bound of ``statistic``
-    (the mean over directions, ``'depth'``, or their minimum, ``'min_depth'``).
+    (the mean over directions, or their minimum: :mod:`daskdepth.summary.statistics`).
 
     With a distributed client and ``shard``, the blocks stay on the workers
     (:class:`daskdepth.runtime.shards.ClusterBlock`) and the client only gets

@@ -145,7 +145,7 @@ def _open(text: str, storage_options: dict[str, Any] | None) -> Any:
 
 def _locate(node: Any, text: str, array: str | None) -> _Located:
     """The array ``array`` names in ``node`` (or its only 2-D array), and its group."""
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+    import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     if isinstance(node, zarr.Array):
         if array is not None:

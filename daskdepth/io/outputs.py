@@ -26,7 +26,7 @@ from ..storage.paths import quiet_zarr
 
 
 def uniform_chunks(x: da.Array) -> da.Array:
-    """Rechunk a 1-D array so every chunk but the last has the same size (Zarr needs it).
+    """Rechunk an array's rows so every chunk but the last has the same size (Zarr needs it).
 
     Examples
     --------
@@ -44,7 +44,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
                   compute: Callable[[Any], Any] | None = None) -> None:
     """Write ``ds`` as a consolidated Zarr v3 store into the new directory ``path``.
 
-    Dask-backed 1-D variables are given uniform chunks and every encoding
+    Dask-backed variables are given uniform row chunks and every encoding
     carried over from an input store is dropped (on a shallow copy: the
     caller's variables keep theirs).  ``compute`` runs the delayed write
     (default :func:`dask.compute`), e.g. with a progress bar.  Every chunk is
@@ -55,7 +55,7 @@ def write_dataset(ds: xr.Dataset, path: str | os.PathLike[str], *,
     ds.attrs[OUTPUT_ATTR] = OUTPUT_VERSION
     fixed = {}
     for name, var in ds.variables.items():
-        if isinstance(var.data, da.Array) and var.ndim == 1:
+        if isinstance(var.data, da.Array) and var.ndim >= 1:
             fixed[name] = xr.Variable(var.dims, uniform_chunks(_plain(var.data)), var.attrs)
     data_vars = {k: v for k, v in fixed.items() if k in ds.data_vars}
     coords = {k: v for k, v in fixed.items() if k in ds.coords and k not in ds.indexes}
@@ -90,7 +90,7 @@ def check_complete(path: str | os.PathLike[str], ds: xr.Dataset) -> None:
     OutputError
         Naming the variable and how many chunks are missing.
     """
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+    import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     where = os.fspath(path)
     with quiet_zarr():

@@ -332,7 +332,7 @@ def kernel(func: Callable[..., Any]) -> Any:
 def kernels_cached(share: float = 0.5) -> bool:
     """Whether at least ``share`` of the kernels imported so far have compiled code on disk.
 
-    When not, the next job compiles them first (about 20 s on a laptop), which
+    When not, the next job compiles them first (tens of seconds), which
     the demo says.  An estimate: a kernel counts as cached when its cache
     directory holds an index for it (its signatures may still differ).
     """

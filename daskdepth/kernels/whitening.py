@@ -106,8 +106,8 @@ CANONICAL_MARGIN = 20
 
 
 #: Arithmetic noise of a computed correlation matrix, in units of ``d * eps``:
-#: the summation errors of chunked scatter sums (measured below 20 eps on
-#: 2e6-row chunks) and the backward error of the eigensolver.
+#: the summation errors of chunked scatter sums, with a margin, and the backward
+#: error of the eigensolver.
 ARITH_FLOOR = 64
 
 

@@ -36,6 +36,7 @@ VERBS: dict[str, str] = {
     "load": "a direction block of a saved or local summary, placed where scoring reads it",
     "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
+    "why": "explanations: each row's least-deep directions and feature contributions",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
 }
 

@@ -3,9 +3,8 @@
 A sharded pass sends every row chunk to each worker holding blocks, and a
 chunk stays in memory until the slowest shard has processed it.  Dask reads
 the chunks (root tasks) whenever a worker has a free slot, so a worker whose
-shard is slower collects chunks it has not reached yet: with single-threaded
-1 GiB workers, 3 to 5 chunks of 20 MiB (65,536 rows of 40 features) each,
-next to the summary.  Gating the chunk's *preparation* does not help: the
+shard is slower collects chunks it has not reached yet, several of them next
+to its share of the summary.  Gating the chunk's *preparation* does not help: the
 read, a task of its own, would still run ahead and its result wait.
 
 So the pass reads each chunk inside its own preparation task, which waits for

@@ -9,7 +9,7 @@ error bounds, and a way to load the block itself.
 Every block kind (:class:`daskdepth.summary.leaves.BlockLeaves` and the
 others) offers the same methods (``j0``, ``j1``, ``mb``, ``nbytes``,
 ``direction_errors``, ``score_into``, ``score_squares_into``,
-``score_min_into``); a handle offers them too, loading its block for the
+``score_min_into``, ``top_into``); a handle offers them too, loading its block for the
 scoring methods, so a :class:`daskdepth.summary.depth.DepthSummary` of handles
 scores like one of blocks, one block in memory at a time.
 """
@@ -112,6 +112,10 @@ class BlockHandle:
     def score_min_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                        out: np.ndarray) -> None:
         self.load().score_min_into(xc, v, valid, out)
+
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
+                 inv_scale: np.ndarray) -> None:
+        self.load().top_into(xc, v, valid, top, inv_scale)
 
 
 def is_handle(block: Any) -> bool:

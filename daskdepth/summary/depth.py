@@ -115,7 +115,7 @@ class DepthSummary:
                               or [np.zeros(0)])
 
     def error_bound(self, statistic: Statistic = MEAN) -> float:
-        """Certified bound on |estimated - exact| ``statistic``, for every point.
+        """Certified bound on ``|estimated - exact|`` of the ``statistic``, for every point.
 
         The depth (:data:`~daskdepth.summary.statistics.MEAN`) averages the
         directions' contributions, so its bound is the mean over directions of

@@ -35,6 +35,7 @@ from ..kernels.routing import (
     score_block_squares,
     unpad_keys,
 )
+from ..kernels.top import top_block
 from .nbytes import ArrayRecord
 from .rows import Rows
 
@@ -439,6 +440,17 @@ class BlockLeaves:
         """Lower ``out`` to the smallest tabulated ``min(L, G)`` over this block's directions."""
         assert self.lut is not None
         score_block_min(_projection(xc, v), valid, self.router, self.lut, out)
+
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
+                 inv_scale: np.ndarray) -> None:
+        """Push each row's tabulated ``min(L, G)`` on every direction into ``top``'s slots.
+
+        ``top`` is :func:`daskdepth.kernels.top.empty_top`'s, ``inv_scale`` the inverse
+        spreads of the block's directions: the same values :meth:`score_into` adds up,
+        see :func:`daskdepth.kernels.top.top_block`.
+        """
+        assert self.lut is not None
+        top_block(_projection(xc, v), valid, self.router, self.lut, self.j0, inv_scale, *top)
 
     # ---------------------------------------------------------------- edits
 

@@ -17,6 +17,7 @@ import numpy as np
 
 from ..kernels.ranks import clamp_projections, in_sample_counts, score_sorted
 from ..kernels.routing import project, project_columns
+from ..kernels.top import top_sorted
 from .leaves import _check_array, _check_int
 
 
@@ -100,6 +101,17 @@ class BlockSorted:
                        out: np.ndarray) -> None:
         """Lower ``out`` to the smallest exact ``min(L, G)`` over this block's directions."""
         self._score(xc, v, valid, 2, out, out)
+
+    def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
+                 inv_scale: np.ndarray) -> None:
+        """Push each row's exact ``min(L, G)`` on every direction into ``top``'s slots.
+
+        ``top`` is :func:`daskdepth.kernels.top.empty_top`'s, ``inv_scale`` the inverse
+        spreads of the block's directions, see :func:`daskdepth.kernels.top.top_sorted`.
+        """
+        proj = project(xc, v)
+        clamp_projections(proj)
+        top_sorted(proj, valid, self.values, self.j0, inv_scale, *top)
 
     def direction_errors(self, n: int) -> np.ndarray:
         """Per direction, the bound on |estimated - exact| depth contribution: 0 (exact)."""
