@@ -354,6 +354,7 @@ def estimator_parameters() -> list[str]:
 
 def _derived_option(parser: argparse.ArgumentParser, name: str) -> None:
     """``--NAME`` for the parameter ``name`` of a registered depth, typed by its constraints."""
+    # deferred, as in build_parser (which calls this): scikit-learn and the estimators
     from numbers import Integral
 
     from sklearn.utils._param_validation import Interval, StrOptions

@@ -16,12 +16,11 @@ from ..passes.explain import explain_array
 from ..runtime.client import keep_placement
 from ..summary.depth import DepthSummary
 from ..summary.explain import direction_scales, feature_axes
+from .known import DEPTHS
 
 
 def explained() -> list[str]:
     """The estimators whose scores are built from per-direction univariate depths."""
-    from .registry import DEPTHS  # deferred: the registry imports the estimators
-
     return [cls.__name__ for cls in DEPTHS.values() if cls.summary_type is DepthSummary]
 
 #: Names of the explanation's variables (an xarray Dataset's, and the command line's).

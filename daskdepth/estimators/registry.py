@@ -18,14 +18,10 @@ from sklearn.utils._param_validation import StrOptions
 from ..errors import ParameterError
 from .base import DepthDetector
 from .depths import AIIRW, IRW, Halfspace
+from .known import DEPTHS, ESTIMATORS
 from .mass import HalfspaceMass
 from .params import check_param
 from .projection import Projection
-
-#: Estimator of each ``depth=`` name (also the CLI's ``--depth``), in registration order.
-DEPTHS: dict[str, type[DepthDetector]] = {}
-#: The estimator classes by name: the only classes a saved model may name.
-ESTIMATORS: dict[str, type[DepthDetector]] = {}
 
 
 def register(cls: type[DepthDetector]) -> type[DepthDetector]:
