@@ -1,9 +1,9 @@
 """The documentation: the README's examples run, and the Sphinx site builds and is complete.
 
 The site build (``sphinx-build -W``, as CI runs it) needs the documentation packages (in the
-``test`` and ``docs`` extras) and is skipped without them; the built pages are checked for every public name of ``daskdepth`` in the API
-reference, every command in the command-line reference and every task-key verb on the
-cluster page.
+``test`` and ``docs`` extras) and is skipped without them; the built pages are checked for
+every public name of ``daskdepth`` in the API reference, every command in the command-line
+reference and every task-key verb on the cluster page.
 """
 
 from __future__ import annotations
