@@ -16,12 +16,16 @@ from ..passes.explain import explain_array
 from ..runtime.client import keep_placement
 from ..summary.depth import DepthSummary
 from ..summary.explain import direction_scales, feature_axes
+from ..summary.projection import ProjectionSummary
 from .known import DEPTHS
+
+#: Summaries made of univariate depths along directions: those that explain.
+EXPLAINED = (DepthSummary, ProjectionSummary)
 
 
 def explained() -> list[str]:
     """The estimators whose scores are built from per-direction univariate depths."""
-    return [cls.__name__ for cls in DEPTHS.values() if cls.summary_type is DepthSummary]
+    return [cls.__name__ for cls in DEPTHS.values() if cls.summary_type in EXPLAINED]
 
 #: Names of the explanation's variables (an xarray Dataset's, and the command line's).
 VARIABLES = ("explain_direction", "explain_depth", "explain_side", "contribution")
@@ -51,10 +55,13 @@ class Explanation:
         Their univariate depths ``min(L_j, G_j) / n``: the values the depth
         averages (IRW, AI-IRW) or takes the minimum of (halfspace), so
         ``depth[:, 0]`` is the halfspace depth itself.  Each is within
-        ``error_bound`` of the exact univariate depth.
+        ``error_bound`` of the exact univariate depth.  For the projection
+        depth, ``1 / (1 + |<x - location_, v_j> - med_j| / mad_j)``, whose
+        minimum is the depth: ``depth[:, 0]`` is its score.
     side : (n_samples, n_top) int8
         -1 where the row lies below the direction's median (fewer reference
-        rows at or below it than at or above), +1 above, 0 at it.
+        rows at or below it than at or above; for the projection depth, its
+        projection below ``med_j``), +1 above, 0 at it.
     contribution : (n_samples, n_features) float64
         Each feature's share of the row's outlyingness along those directions,
         in standard deviations (defined in :meth:`daskdepth.DepthDetector.explain`).
@@ -98,9 +105,9 @@ class Explanation:
         return out
 
 
-def _check_model(model: Any) -> DepthSummary:
+def _check_model(model: Any) -> DepthSummary | ProjectionSummary:
     summary = getattr(model, "summary_", None)
-    if not isinstance(summary, DepthSummary):
+    if not isinstance(summary, EXPLAINED):
         raise TypeError(
             f"{type(model).__name__} has no per-direction depths to explain: explanations "
             f"exist for {', '.join(explained())} (and depths scored from univariate depths along "

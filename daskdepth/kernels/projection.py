@@ -21,6 +21,7 @@ import numpy as np
 
 from ._jit import kernel
 from .mass import centred_dot
+from .top import push_top
 
 
 @kernel
@@ -87,6 +88,16 @@ def rank_counts(xc, valid, v, dirs, qptr, centre, lo, hi, collect, nbins, counts
 
 
 @kernel
+def _outlyingness(dev, mad):
+    """``dev / mad``, with the zero-MAD convention: 0 at the median, infinite elsewhere."""
+    if mad > 0:
+        return dev / mad
+    if dev > 0:
+        return np.inf
+    return 0.0
+
+
+@kernel
 def projection_depth(xc, v, med, mad, valid, out):
     """``1 / (1 + max_j |<xc[r], v[j]> - med[j]| / mad[j])`` per row; NaN where not ``valid``.
 
@@ -102,16 +113,35 @@ def projection_depth(xc, v, med, mad, valid, out):
         row = xc[r]
         worst = 0.0
         for j in range(v.shape[0]):
-            dev = abs(centred_dot(row, v, j) - med[j])
-            if mad[j] > 0:
-                o = dev / mad[j]
-            elif dev > 0:
-                o = np.inf
-            else:
-                o = 0.0
+            o = _outlyingness(abs(centred_dot(row, v, j) - med[j]), mad[j])
             if o > worst:
                 worst = o
         out[r] = 1.0 / (1.0 + worst)
+
+
+@kernel
+def projection_top(xc, v, med, mad, inv_scale, valid, tv, tt, td, ts):
+    """Push every valid row's univariate depth ``1 / (1 + |p_j - med[j]| / mad[j])`` per direction.
+
+    ``p_j = <xc[r], v[j]>`` as :func:`projection_depth` computes it, and the
+    ratio with the same zero-MAD convention, so the smallest value pushed is
+    the row's projection depth, bit for bit (``1 / (1 + o)`` is monotone in
+    ``o`` in floating point as well).  The side is the sign of ``p_j - med[j]``
+    and the distance ``|p_j| * inv_scale[j]`` (slots of
+    :func:`~daskdepth.kernels.top.empty_top`).
+    """
+    thr = tv[:, tv.shape[1] - 1].copy()
+    for r in range(xc.shape[0]):
+        if not valid[r]:
+            continue
+        row = xc[r]
+        for j in range(v.shape[0]):
+            p = centred_dot(row, v, j)
+            c = 1.0 / (1.0 + _outlyingness(abs(p - med[j]), mad[j]))
+            if c > thr[r]:
+                continue
+            side = -1 if p < med[j] else (1 if p > med[j] else 0)
+            thr[r] = push_top(tv, tt, td, ts, r, c, abs(p) * inv_scale[j], j, side)
 
 
 @kernel

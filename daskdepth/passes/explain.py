@@ -9,8 +9,9 @@ least-deep slots found by one task per shard where the shard's blocks are,
 and the shards' slots merged (exact in any order,
 :func:`daskdepth.kernels.top.merge_top`).  Every row's values come from the
 same arithmetic (:func:`daskdepth.summary.explain.explain_packed`), so they
-are the same bits for any chunking, scheduler or number of workers.  Keys are
-``daskdepth-why-<token>``.
+are the same bits for any chunking, scheduler or number of workers.  A
+projection depth's summary (two numbers per direction) is always copied.
+Keys are ``daskdepth-why-<token>``.
 """
 
 from __future__ import annotations
@@ -38,28 +39,29 @@ from ..runtime.shards import (
     shards,
 )
 from ..summary.depth import DepthSummary
-from ..summary.explain import block_top, explain_packed, inverse_scales
+from ..summary.explain import block_top, explain_packed, explain_summary, inverse_scales
+from ..summary.projection import ProjectionSummary
 from ..summary.rows import Rows, prepare_rows
 from .scoring import _check_rows, _local_summary, _starts
 
+#: The summaries that explain (a projection depth's is never sharded).
+Explained = DepthSummary | ProjectionSummary
 
-def explain_chunk(x: np.ndarray, summary: DepthSummary, scales: np.ndarray, k: int,
-                  valid: np.ndarray) -> np.ndarray:
+
+def explain_chunk(x: np.ndarray, summary: Explained, scales: np.ndarray,
+                  k: int, valid: np.ndarray) -> np.ndarray:
     """``(rows, 3 k + d)``: directions, depths, sides and contributions, side by side."""
-    rows = prepare_rows(x, summary.location, valid)
-    inv = inverse_scales(scales, summary.directions.shape[0])
-    slots = block_top(rows, summary.directions, inv, k, summary.blocks)
-    return explain_packed(rows, slots, summary.n, summary.directions, scales, k)
+    return explain_summary(summary, x, valid, scales, k)
 
 
-def _explain_read(chunk: Any, summary: DepthSummary, scales: np.ndarray, k: int,
+def _explain_read(chunk: Any, summary: Explained, scales: np.ndarray, k: int,
                   raise_nan: bool, start: float) -> np.ndarray:
     """A row chunk (read here if it is a :class:`ChunkRead`) explained with the whole summary."""
     x = np.asarray(chunk() if isinstance(chunk, ChunkRead) else chunk, dtype=np.float64)
     return explain_chunk(x, summary, scales, k, _check_rows(x, raise_nan, start))
 
 
-def _explain_block(x: np.ndarray, summary: DepthSummary, scales: np.ndarray, k: int,
+def _explain_block(x: np.ndarray, summary: Explained, scales: np.ndarray, k: int,
                    raise_nan: bool, block_info: dict | None = None) -> np.ndarray:
     start = block_info[0]["array-location"][0][0] if block_info else 0
     return _explain_read(x, summary, scales, k, raise_nan, start)
@@ -133,8 +135,8 @@ def _explain_sharded(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: 
 # --------------------------------------------------------------------------- entry point
 
 
-def explain_array(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: int, *,
-                  raise_nan: bool, token: str) -> da.Array:
+def explain_array(x: da.Array, summary: Explained, scales: np.ndarray,
+                  k: int, *, raise_nan: bool, token: str) -> da.Array:
     """Lazy ``(rows, 3 k + d)`` explanations of the rows of ``x``, with its row chunks.
 
     Columns ``0 .. k - 1`` hold the least-deep directions (-1 where a row is
@@ -143,15 +145,17 @@ def explain_array(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: int
     (:func:`daskdepth.summary.explain.explain_packed`).  ``scales`` are the
     directions' spreads (:func:`daskdepth.summary.explain.direction_scales`).
     """
-    if not isinstance(summary, DepthSummary):
+    if not isinstance(summary, (DepthSummary, ProjectionSummary)):
         raise TypeError(f"a {type(summary).__name__} has no per-direction depths to explain")
     client = active_client()
     width = 3 * k + summary.directions.shape[1]
     name = key_name("why", token)
     meta = np.empty((0, 0), dtype=np.float64)
-    if client is not None and summary.blocks and x.shape[0] != 0 and (
-            any(isinstance(b, ClusterBlock) for b in summary.blocks)
-            or shard_summary(summary.nbytes)):
+    sharded = (client is not None and isinstance(summary, DepthSummary)
+               and bool(summary.blocks) and x.shape[0] != 0
+               and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
+                    or shard_summary(summary.nbytes)))
+    if sharded:
         return _explain_sharded(x, summary, scales, k, raise_nan, token, width)
     ref = _local_summary(summary, token)
     reads = chunk_reads(x) if client is not None else None

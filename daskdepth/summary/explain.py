@@ -4,8 +4,9 @@ A projection depth is built from a row's univariate depths along known
 directions, and the directions along which a row is least deep are, by
 construction, those in which it is outlying.  :func:`least_deep` finds them
 for every row of a chunk (a bounded top-k over the summary's direction
-blocks, with the values the depth itself is made of), and
-:func:`contributions` spreads them over the features.  NumPy only.
+blocks, with the values the depth itself is made of; for the projection depth,
+over its directions' medians and MADs), and :func:`contributions` spreads them
+over the features.  NumPy only.
 """
 
 from __future__ import annotations
@@ -18,8 +19,13 @@ import numpy as np
 from ..kernels.top import NO_DIRECTION, empty_top
 from .blocks import is_handle
 from .leaves import BlockLeaves
-from .rows import prepare_rows
+from .projection import ProjectionSummary
+from .rows import Rows, prepare_rows
 from .sorted import BlockSorted
+
+#: Largest univariate depth: ``min(L, G) / n`` (at most 1/2 but for ties at the median),
+#: and the projection depth's ``1 / (1 + o)``.
+DEEPEST_COUNT, DEEPEST_PROJECTION = 0.5, 1.0
 
 
 @dataclass
@@ -29,8 +35,9 @@ class TopDirections:
     ``direction`` (int64) holds direction indices (rows of the summary's
     ``directions``), ``depth`` their univariate depths ``min(L_j, G_j) / n``
     (the values the row's depth averages or, for the halfspace depth, takes
-    the minimum of), ``side`` -1 where the row lies below the direction's
-    median, +1 above, 0 at it.
+    the minimum of; for the projection depth ``1 / (1 + |p_j - med_j| /
+    mad_j)``, whose minimum is the depth), ``side`` -1 where the row lies
+    below the direction's median, +1 above, 0 at it.
     """
 
     direction: np.ndarray
@@ -43,9 +50,10 @@ def least_deep(summary: Any, x: np.ndarray, k: int, valid: np.ndarray | None = N
     """The ``k`` directions of smallest univariate depth of every row of ``x``.
 
     ``summary`` is a :class:`~daskdepth.summary.depth.DepthSummary` whose
-    blocks offer ``top_into`` (leaves, sorted projections or handles of them).
-    Directions of equal depth go to the one along which the row lies farthest
-    from the location, ``|<x - location, v_j>| / scales[j]`` (the spreads of
+    blocks offer ``top_into`` (leaves, sorted projections or handles of them),
+    or a :class:`~daskdepth.summary.projection.ProjectionSummary`.  Directions
+    of equal depth go to the one along which the row lies farthest from the
+    location, ``|<x - location, v_j>| / scales[j]`` (the spreads of
     :func:`direction_scales`; without ``scales``, or where a spread is 0, that
     distance counts as 0), then to the smaller index.  Duplicate rows are
     explained once.
@@ -65,10 +73,30 @@ def least_deep(summary: Any, x: np.ndarray, k: int, valid: np.ndarray | None = N
     """
     if not (isinstance(k, (int, np.integer)) and 1 <= k):
         raise ValueError(f"k={k!r}: the number of directions per row must be a positive integer")
-    rows = prepare_rows(x, summary.location, valid)
+    rows, slots, n = summary_slots(summary, x, valid, scales, int(k))
+    return expand_top(rows, top_of_slots(slots, n, int(k)))
+
+
+def summary_slots(summary: Any, x: np.ndarray, valid: np.ndarray | None,
+                  scales: np.ndarray | None,
+                  k: int) -> tuple[Rows, tuple[np.ndarray, ...], int | None]:
+    """The rows of ``x`` prepared, their ``k`` first slots over the whole summary, and the
+    divisor of the slots' values (``n`` for counts, None for the projection depth's depths).
+    """
     inv = inverse_scales(scales, summary.directions.shape[0])
-    slots = block_top(rows, summary.directions, inv, int(k), summary.blocks)
-    return expand_top(rows, top_of_slots(slots, summary.n, int(k)))
+    if isinstance(summary, ProjectionSummary):
+        rows = prepare_rows(x, summary.location, valid, order=False)
+        return rows, summary.top_slots(rows, inv, k), None
+    rows = prepare_rows(x, summary.location, valid)
+    return rows, block_top(rows, summary.directions, inv, k, summary.blocks), summary.n
+
+
+def explain_summary(summary: Any, x: np.ndarray, valid: np.ndarray, scales: np.ndarray,
+                    k: int) -> np.ndarray:
+    """:func:`explain_packed` of the rows of ``x`` with the whole summary (in this process)."""
+    rows, slots, n = summary_slots(summary, x, valid, scales, k)
+    deepest = DEEPEST_PROJECTION if n is None else DEEPEST_COUNT
+    return explain_packed(rows, slots, n, summary.directions, scales, k, deepest)
 
 
 def inverse_scales(scales: np.ndarray | None, m: int) -> np.ndarray:
@@ -94,14 +122,16 @@ def block_top(rows: Any, directions: np.ndarray, inv: np.ndarray, k: int,
     return slots
 
 
-def top_of_slots(slots: tuple[np.ndarray, ...], n: int, k: int) -> TopDirections:
-    """The slots as directions, depths (counts over ``n``) and sides, padded to ``k``.
+def top_of_slots(slots: tuple[np.ndarray, ...], n: int | None, k: int) -> TopDirections:
+    """The slots as directions, depths (counts over ``n``; the values where ``n`` is None)
+    and sides, padded to ``k``.
 
     Empty slots (rows not scored, or fewer directions than ``k``) get -1, NaN and 0.
     """
     value, _, direction, side = slots
     unset = direction == NO_DIRECTION
-    out = TopDirections(np.where(unset, -1, direction), np.where(unset, np.nan, value / n),
+    depth = value if n is None else value / n
+    out = TopDirections(np.where(unset, -1, direction), np.where(unset, np.nan, depth),
                         np.where(unset, 0, side).astype(np.int8))
     pad = k - value.shape[1]
     if pad > 0:
@@ -117,17 +147,20 @@ def expand_top(rows: Any, top: TopDirections) -> TopDirections:
                          _expand(rows, top.side, 0))
 
 
-def explain_packed(rows: Any, slots: tuple[np.ndarray, ...], n: int, directions: np.ndarray,
-                   scales: np.ndarray, k: int) -> np.ndarray:
+def explain_packed(rows: Any, slots: tuple[np.ndarray, ...], n: int | None,
+                   directions: np.ndarray, scales: np.ndarray, k: int,
+                   deepest: float = DEEPEST_COUNT) -> np.ndarray:
     """``(chunk rows, 3 k + d)``: directions, depths, sides and contributions, side by side.
 
-    From the slots of the rows of ``rows.x`` (:func:`block_top`); the
-    contributions are computed on those rows (each row's own arithmetic) and
-    copied to their duplicates.  One float64 array, so that a chunk's task has
-    one result; direction indices and sides are exact in float64.
+    From the slots of the rows of ``rows.x`` (:func:`block_top`, or
+    :func:`summary_slots`; ``n`` as for :func:`top_of_slots`, ``deepest`` as
+    for :func:`contributions`); the contributions are computed on those rows
+    (each row's own arithmetic) and copied to their duplicates.  One float64
+    array, so that a chunk's task has one result; direction indices and sides
+    are exact in float64.
     """
     top = top_of_slots(slots, n, k)
-    contrib = contributions(rows.x, directions, scales, top)
+    contrib = contributions(rows.x, directions, scales, top, deepest)
     top = expand_top(rows, top)
     return np.concatenate([top.direction.astype(np.float64), top.depth,
                            top.side.astype(np.float64), _expand(rows, contrib, np.nan)], axis=1)
@@ -183,15 +216,18 @@ def feature_axes(directions: np.ndarray, covariance: np.ndarray, whitened: bool)
 
 
 def contributions(xc: np.ndarray, directions: np.ndarray, scales: np.ndarray,
-                  top: TopDirections) -> np.ndarray:
+                  top: TopDirections, deepest: float = DEEPEST_COUNT) -> np.ndarray:
     """Per-feature contributions (rows, d) of the centred rows ``xc`` to their outlyingness.
 
     With ``j_q`` the row's ``q``-th least-deep direction, ``D_q`` its univariate
     depth, ``s_q`` its side and ``sigma_q`` the spread of the reference
     projections on it (:func:`direction_scales`), feature ``f`` contributes
     ``sum_q w_q s_q xc_f v_{j_q f} / sigma_q`` with weights
-    ``w_q = max(1/2 - D_q, 0)`` normalised to add up to 1 (equal weights when
-    they are all 0).  ``xc_f v_{jf}`` is feature ``f``'s term of the row's
+    ``w_q = max(deepest - D_q, 0)`` normalised to add up to 1 (equal weights
+    when they are all 0): ``deepest`` is the largest univariate depth, 1/2 for
+    ``min(L, G) / n`` (:data:`DEEPEST_COUNT`), 1 for the projection depth
+    (:data:`DEEPEST_PROJECTION`), so a direction counts for how far the row is
+    from that direction's deepest point.  ``xc_f v_{jf}`` is feature ``f``'s term of the row's
     projection, so the contributions add up to ``sum_q w_q s_q <xc, v_{j_q}> /
     sigma_q``: the row's distance from the location along its least-deep
     directions, signed towards the side it lies on, in standard deviations of
@@ -202,7 +238,8 @@ def contributions(xc: np.ndarray, directions: np.ndarray, scales: np.ndarray,
     n_rows, d = xc.shape
     k = top.direction.shape[1]
     filled = top.direction >= 0
-    weight = np.where(filled, np.maximum(0.5 - np.where(filled, top.depth, 0.5), 0.0), 0.0)
+    weight = np.where(filled, np.maximum(deepest - np.where(filled, top.depth, deepest), 0.0),
+                      0.0)
     total = np.zeros(n_rows)
     for q in range(k):
         total += weight[:, q]
@@ -229,7 +266,10 @@ def depth_profile(summary: Any, j: int, t: np.ndarray) -> tuple[np.ndarray, tupl
 
     The values the summary gives a row whose centred projection on ``v_j`` is
     ``t`` (the exact counts of sorted projections, a leaf summary's tabulated
-    ones), and the range ``(lo, hi)`` of the reference projections.
+    ones), and the range ``(lo, hi)`` of the reference projections.  For a
+    :class:`~daskdepth.summary.projection.ProjectionSummary`, which keeps no
+    reference projections, the depth ``1 / (1 + |t - med_j| / mad_j)`` and
+    the range ``med_j -+ 4 mad_j`` (where that depth is 1/5).
 
     Examples
     --------
@@ -240,7 +280,14 @@ def depth_profile(summary: Any, j: int, t: np.ndarray) -> tuple[np.ndarray, tupl
     ...                             np.array([-1.0, 1.0, 1.5]))
     >>> depth.tolist(), span
     ([0.0, 0.5, 0.5], (0.0, 3.0))
+    >>> from daskdepth.summary.projection import ProjectionSummary
+    >>> pd_summary = ProjectionSummary(np.zeros(1), np.ones((1, 1)), np.ones(1), np.full(1, 0.5), 4)
+    >>> depth, span = depth_profile(pd_summary, 0, np.array([1.0, 2.0]))
+    >>> depth.tolist(), span
+    ([1.0, 0.3333333333333333], (-1.0, 3.0))
     """
+    if isinstance(summary, ProjectionSummary):
+        return _projection_profile(summary, j, t)
     block = next((b for b in summary.blocks if b.j0 <= j < b.j1), None)
     if block is None:
         raise IndexError(f"direction {j} is not one of the summary's "
@@ -262,3 +309,16 @@ def depth_profile(summary: Any, j: int, t: np.ndarray) -> tuple[np.ndarray, tupl
         values = np.asarray(block.lut, dtype=np.float64)[block.lptr[jj] + leaf]
         return values / n, (float(cuts[0]), float(cuts[-1]))
     raise TypeError(f"a {type(block).__name__} has no univariate depth profile")
+
+
+def _projection_profile(summary: ProjectionSummary, j: int,
+                        t: np.ndarray) -> tuple[np.ndarray, tuple[float, float]]:
+    if not 0 <= j < summary.directions.shape[0]:
+        raise IndexError(f"direction {j} is not one of the summary's "
+                         f"{summary.directions.shape[0]} directions")
+    med, mad = float(summary.medians[j]), float(summary.mads[j])
+    dev = np.abs(np.asarray(t, dtype=np.float64) - med)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        ratio = np.where(mad > 0, dev / (mad if mad > 0 else 1.0),
+                         np.where(dev > 0, np.inf, 0.0))
+    return 1.0 / (1.0 + ratio), (med - 4.0 * mad, med + 4.0 * mad)

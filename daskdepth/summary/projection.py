@@ -6,10 +6,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..kernels.projection import projection_depth
+from ..kernels.projection import projection_depth, projection_top
+from ..kernels.top import empty_top
 from .leaves import _check_array, _check_int
 from .nbytes import describe_bytes
-from .rows import prepare_rows
+from .rows import Rows, prepare_rows
 
 
 @dataclass
@@ -89,3 +90,34 @@ class ProjectionSummary:
         projection_depth(rows.x, np.ascontiguousarray(self.directions), self.medians,
                          self.mads, rows.valid, out)
         return rows.expand(out)
+
+    def direction_errors(self) -> np.ndarray:
+        """Bound on each direction's univariate depth: 0, the medians and MADs are exact."""
+        return np.zeros(self.directions.shape[0])
+
+    def top_slots(self, rows: Rows, inv_scale: np.ndarray,
+                  k: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """Each row of ``rows.x``'s ``k`` directions of smallest univariate depth, as slots.
+
+        The univariate depth along ``v_j`` is ``1 / (1 + |p_j - med_j| / mad_j)``
+        (``p_j`` the row's centred projection, the ratio with the zero-MAD
+        convention of :meth:`depth`); the smallest is the row's projection
+        depth.  Slots of :func:`daskdepth.kernels.top.empty_top` (values are
+        depths, sides the sign of ``p_j - med_j``), ordered as
+        :func:`daskdepth.summary.explain.least_deep` orders them, with
+        ``inv_scale[j]`` the inverse spread of the reference projections on
+        ``v_j`` (0 where unknown).
+
+        Examples
+        --------
+        >>> import numpy as np
+        >>> s = ProjectionSummary(np.zeros(2), np.eye(2), np.zeros(2), np.ones(2), 3)
+        >>> rows = prepare_rows(np.array([[0.5, -3.0]]), s.location, order=False)
+        >>> value, _, direction, side = s.top_slots(rows, np.ones(2), 2)
+        >>> value.tolist(), direction.tolist(), side.tolist()
+        ([[0.25, 0.6666666666666666]], [[1, 0]], [[-1, 1]])
+        """
+        slots = empty_top(rows.x.shape[0], min(int(k), self.directions.shape[0]))
+        projection_top(rows.x, np.ascontiguousarray(self.directions), self.medians, self.mads,
+                       np.ascontiguousarray(inv_scale, dtype=np.float64), rows.valid, *slots)
+        return slots
