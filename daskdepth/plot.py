@@ -323,11 +323,12 @@ def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None
     univariate depth profile along the row's least-deep direction: the depth
     ``min(L, G) / n`` that the model's summary gives each centred projection
     on that direction, over the reference projections' range, with the row's
-    own projection marked.
+    own projection marked (for the projection depth, ``1 / (1 + |p - med| /
+    mad)`` over ``med -+ 4 mad`` and the row's projection).
 
     Parameters
     ----------
-    model : fitted AIIRW, IRW or Halfspace
+    model : fitted AIIRW, IRW, Halfspace or Projection
     row : array-like of shape (n_features,)
         One row, in the model's features.
     n_top : int, default=3

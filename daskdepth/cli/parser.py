@@ -254,7 +254,7 @@ def build_parser() -> argparse.ArgumentParser:
                          metavar="K", default=None,
                          help="also write each row's K least-deep directions "
                               "('explain_direction', 'explain_depth', 'explain_side') and its "
-                              "features' 'contribution' (IRW, AI-IRW, halfspace)")
+                              "features' 'contribution' (IRW, AI-IRW, halfspace, projection)")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
@@ -441,8 +441,8 @@ it out or use --depth ai-irw or --depth halfspace or --depth projection
     if getattr(args, "explain", None) is not None and getattr(args, "depth", None) \
             == "halfspace-mass":
         raise ValueError("--explain applies to depths built from univariate depths along "
-                         "directions (ai-irw, irw, halfspace), not to --depth halfspace-mass: "
-                         "leave --explain out, or choose one of those depths")
+                         "directions (ai-irw, irw, halfspace, projection), not to --depth "
+                         "halfspace-mass: leave --explain out, or choose one of those depths")
     depth = getattr(args, "depth", None)
     if depth is None:  # apply, info, demo: no fitting options
         return

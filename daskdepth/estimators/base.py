@@ -301,8 +301,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
         A row's depth is made of its univariate depths ``D_j = min(L_j, G_j) / n``
         along the directions ``v_j`` (their mean for IRW and AI-IRW, their minimum
-        for the halfspace depth); the directions along which it is least deep are
-        those in which it is outlying.  For every row this gives the ``n_top``
+        for the halfspace depth; for the projection depth ``D_j = 1 / (1 +
+        |<x - location_, v_j> - med_j| / mad_j)``, whose minimum is the depth);
+        the directions along which it is least deep are those in which it is
+        outlying.  For every row this gives the ``n_top``
         directions of smallest ``D_j`` (among equal ``D_j``, e.g. the many
         directions along which a far outlier lies beyond all the data, the one
         along which it lies farthest out, ``|<x - location_, v_j>| / sigma_j``,
@@ -316,8 +318,11 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         sqrt(v_j' covariance_ v_j)`` the spread of the reference projections on
         ``v_j``, and weights ``w_q = max(1/2 - D_q, 0)`` normalised to add up to 1
         (the less deep a direction, the more it counts; equal weights when all
-        are 1/2).  ``(x_f - location_f) v_{jf}`` is feature ``f``'s term of the
-        row's projection on ``v_j``, so:
+        are 1/2).  The projection depth's ``D_j`` runs up to 1 (at ``med_j``),
+        so its weights are ``w_q = 1 - D_q = O_q / (1 + O_q)``, ``O_q`` the
+        outlyingness in MADs, normalised the same way (equal weights when all
+        ``D_q`` are 1); the properties below hold alike.  ``(x_f - location_f)
+        v_{jf}`` is feature ``f``'s term of the row's projection on ``v_j``, so:
 
         - the contributions add up to ``sum_q w_q s_q <x - location_, v_{j_q}> /
           sigma_{j_q}``: how far, in standard deviations, the row lies from the
@@ -327,15 +332,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
           row out along those directions, negative when it pulls it back, and 0
           when the feature is at ``location_``;
         - it is in the features' own terms: rescaling or shifting a feature
-          leaves the contributions of AI-IRW and ``Halfspace(affine_invariant=True)``
-          unchanged (their directions rescale inversely); the IRW depth itself
-          depends on the features' scales, and so do its explanations.
+          leaves the contributions of AI-IRW, ``Halfspace(affine_invariant=True)``
+          and ``Projection(affine_invariant=True)`` unchanged (their directions
+          rescale inversely); IRW and the other depths without whitening depend
+          on the features' scales, and so do their explanations.
 
         The directions are those of the model's own summary: ``depth`` holds the
-        very values the score is made of (``depth[:, 0]`` is a halfspace model's
-        score), each within ``error_bound`` (the summary's largest per-direction
-        bound; 0 for an exact summary) of the exact univariate depth, and the
-        results are the same bits for any chunking, scheduler or cluster.
+        very values the score is made of (``depth[:, 0]`` is a halfspace or
+        projection model's score, bit for bit), each within ``error_bound``
+        (the summary's largest per-direction bound; 0 for an exact summary) of
+        the exact univariate depth, and the results are the same bits for any
+        chunking, scheduler or cluster.
 
         Parameters
         ----------
