@@ -26,7 +26,8 @@ import daskdepth
 
 HERE = Path(__file__).resolve().parent
 DEFAULT_DATA = HERE.parent.parent / "shared" / "data" / "odds" / "http.npz"
-CLASSES = {"ai-irw": daskdepth.AIIRW, "irw": daskdepth.IRW, "halfspace": daskdepth.Halfspace}
+CLASSES = {"ai-irw": daskdepth.AIIRW, "irw": daskdepth.IRW, "halfspace": daskdepth.Halfspace,
+           "projection": daskdepth.Projection}
 
 
 def _time(fn) -> float:

@@ -37,7 +37,8 @@ def _planted(n: int, d: int, feature: int, seed: int = 0) -> tuple[np.ndarray, n
 
 
 def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
-    """NumPy's directions of smallest ``1 / (1 + |q_j - med_j| / mad_j)``, depths and sides.
+    """NumPy's directions of largest outlyingness ``|q_j - med_j| / mad_j``, their depths
+    ``1 / (1 + o)`` and sides.
 
     Ties go to the direction along which the point is farthest from the
     location in standard deviations of the reference projections, then to the
@@ -52,7 +53,7 @@ def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
     sigma = np.sqrt(np.einsum("jf,fg,jg->j", v, model.covariance_, v))
     far = np.abs(q) / sigma
     index = np.broadcast_to(np.arange(v.shape[0]), depths.shape)
-    order = np.lexsort((index, -far, depths), axis=1)[:, :k]
+    order = np.lexsort((index, -far, -ratio), axis=1)[:, :k]
     side = np.sign(q - med).astype(np.int8)
     return (order, np.take_along_axis(depths, order, 1), np.take_along_axis(side, order, 1))
 

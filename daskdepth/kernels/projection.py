@@ -121,27 +121,47 @@ def projection_depth(xc, v, med, mad, valid, out):
 
 @kernel
 def projection_top(xc, v, med, mad, inv_scale, valid, tv, tt, td, ts):
-    """Push every valid row's univariate depth ``1 / (1 + |p_j - med[j]| / mad[j])`` per direction.
+    """Push every valid row's outlyingness ``|p_j - med[j]| / mad[j]`` per direction, negated.
 
-    ``p_j = <xc[r], v[j]>`` as :func:`projection_depth` computes it, and the
-    ratio with the same zero-MAD convention, so the smallest value pushed is
-    the row's projection depth, bit for bit (``1 / (1 + o)`` is monotone in
-    ``o`` in floating point as well).  The side is the sign of ``p_j - med[j]``
-    and the distance ``|p_j| * inv_scale[j]`` (slots of
-    :func:`~daskdepth.kernels.top.empty_top`).
+    ``p_j = <xc[r], v[j]>`` and the ratio as :func:`projection_depth` computes
+    them (the same zero-MAD convention), so the slots (of
+    :func:`~daskdepth.kernels.top.empty_top`, empty) keep each row's ``k``
+    largest outlyingnesses, the largest first, and the first is the one the
+    row's depth is made of.  Ordered by ``-o`` they are ordered by depth
+    ``1 / (1 + o)`` too, which is monotone in ``o``.  The side is the sign of
+    ``p_j - med[j]`` and the distance ``|p_j| * inv_scale[j]``.
+
+    A row's values are computed once; its ``k``-th smallest value is found
+    first (values only), so that only the directions at or below it are
+    pushed with their distances and sides.
     """
-    thr = tv[:, tv.shape[1] - 1].copy()
+    m = v.shape[0]
+    k = tv.shape[1]
+    value = np.empty(m)
+    kth = np.empty(k)
     for r in range(xc.shape[0]):
         if not valid[r]:
             continue
         row = xc[r]
-        for j in range(v.shape[0]):
-            p = centred_dot(row, v, j)
-            c = 1.0 / (1.0 + _outlyingness(abs(p - med[j]), mad[j]))
-            if c > thr[r]:
+        kth[:] = np.inf
+        limit = np.inf
+        for j in range(m):
+            c = -_outlyingness(abs(centred_dot(row, v, j) - med[j]), mad[j])
+            value[j] = c
+            if c < limit:
+                q = k - 1
+                while q > 0 and c < kth[q - 1]:
+                    kth[q] = kth[q - 1]
+                    q -= 1
+                kth[q] = c
+                limit = kth[k - 1]
+        for j in range(m):
+            c = value[j]
+            if not c <= limit:  # NaN too: as in projection_depth, never the least deep
                 continue
+            p = centred_dot(row, v, j)
             side = -1 if p < med[j] else (1 if p > med[j] else 0)
-            thr[r] = push_top(tv, tt, td, ts, r, c, abs(p) * inv_scale[j], j, side)
+            push_top(tv, tt, td, ts, r, c, abs(p) * inv_scale[j], j, side)
 
 
 @kernel

@@ -120,4 +120,7 @@ class ProjectionSummary:
         slots = empty_top(rows.x.shape[0], min(int(k), self.directions.shape[0]))
         projection_top(rows.x, np.ascontiguousarray(self.directions), self.medians, self.mads,
                        np.ascontiguousarray(inv_scale, dtype=np.float64), rows.valid, *slots)
+        value = slots[0]
+        filled = value < np.inf  # -outlyingness: at most 0 where filled
+        value[filled] = 1.0 / (1.0 - value[filled])
         return slots
