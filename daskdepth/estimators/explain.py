@@ -49,8 +49,10 @@ class Explanation:
         ``n_top`` directions of smallest univariate depth, least deep first;
         among equal depths, the direction along which the row lies farthest
         from ``location_`` (in standard deviations of the reference
-        projections) first, then the smaller index.  -1 for rows not scored (NaN under
-        ``nan_policy='omit'``).
+        projections) first, then the smaller index.  For the projection depth,
+        by outlyingness ``|<x - location_, v_j> - med_j| / mad_j``, largest
+        first (which orders the depths too), ties broken the same way.  -1 for
+        rows not scored (NaN under ``nan_policy='omit'``).
     depth : (n_samples, n_top) float64
         Their univariate depths ``min(L_j, G_j) / n``: the values the depth
         averages (IRW, AI-IRW) or takes the minimum of (halfspace), so

@@ -55,8 +55,10 @@ def least_deep(summary: Any, x: np.ndarray, k: int, valid: np.ndarray | None = N
     of equal depth go to the one along which the row lies farthest from the
     location, ``|<x - location, v_j>| / scales[j]`` (the spreads of
     :func:`direction_scales`; without ``scales``, or where a spread is 0, that
-    distance counts as 0), then to the smaller index.  Duplicate rows are
-    explained once.
+    distance counts as 0), then to the smaller index.  The projection depth's
+    directions are ordered by outlyingness ``|p_j - med_j| / mad_j``, largest
+    first (so by depth too), and ties in it broken the same way.  Duplicate
+    rows are explained once.
 
     Examples
     --------

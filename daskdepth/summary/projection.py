@@ -103,8 +103,9 @@ class ProjectionSummary:
         (``p_j`` the row's centred projection, the ratio with the zero-MAD
         convention of :meth:`depth`); the smallest is the row's projection
         depth.  Slots of :func:`daskdepth.kernels.top.empty_top` (values are
-        depths, sides the sign of ``p_j - med_j``), ordered as
-        :func:`daskdepth.summary.explain.least_deep` orders them, with
+        depths, sides the sign of ``p_j - med_j``), ordered by outlyingness
+        ``|p_j - med_j| / mad_j``, largest first (so by depth too), then as
+        :func:`daskdepth.summary.explain.least_deep` breaks ties, with
         ``inv_scale[j]`` the inverse spread of the reference projections on
         ``v_j`` (0 where unknown).
 
