@@ -17,6 +17,8 @@ import xarray as xr
 import zarr
 from conftest import chunked, gaussian_data, tie_data
 from distributed import Client, LocalCluster
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import project, projection_depth
 
 import daskdepth
@@ -110,6 +112,54 @@ def test_zero_mad_ties_and_the_median():
     # at the median of every direction: equal weights, no side, nothing contributes
     assert (why.contribution[0] == 0).all()
     assert np.isfinite(why.contribution).all()
+
+
+@settings(max_examples=25, deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), levels=st.integers(1, 4), k=st.integers(1, 7),
+       share=st.floats(0.0, 0.8))
+def test_ties_on_a_lattice_equal_numpy(seed, levels, k, share):
+    """Lattice rows (many equal outlyingnesses), a share of them at one point (zero MADs)."""
+    rng = np.random.default_rng(seed)
+    reference = rng.integers(0, levels + 1, size=(60, 2)).astype(np.float64)
+    reference[:int(share * 60)] = [1.0, 0.0]
+    model = daskdepth.Projection(n_directions=6, random_state=seed % 7).fit(reference)
+    points = np.vstack([reference[:10], rng.integers(-1, levels + 2, size=(10, 2))])
+    why = model.explain(points, n_top=k)
+    order, depth, side = _oracle_top(model, reference, points, min(k, 6))
+    np.testing.assert_array_equal(why.direction[:, :6], order)
+    np.testing.assert_array_equal(why.depth[:, :6], depth)
+    np.testing.assert_array_equal(why.side[:, :6], side)
+    np.testing.assert_array_equal(why.depth[:, 0], model.score_samples(points))
+
+
+def test_equal_outlyingness_along_repeated_directions_breaks_ties_by_distance_then_index():
+    """Directions repeated and rows on a lattice: many exactly equal outlyingnesses."""
+    from daskdepth.summary.explain import least_deep
+    from daskdepth.summary.projection import ProjectionSummary
+
+    rng = np.random.default_rng(4)
+    base = np.array([[1, 0], [0, 1], [1, 1], [-1, 0], [0, -1], [2, 0]], dtype=np.float64)
+    for _ in range(200):
+        m = int(rng.integers(1, 9))
+        v = base[rng.integers(0, 6, size=m)]
+        med = rng.integers(-2, 3, size=m).astype(np.float64)
+        mad = rng.integers(0, 3, size=m).astype(np.float64)
+        scales = rng.integers(0, 3, size=m).astype(np.float64)
+        x = rng.integers(-3, 4, size=(20, 2)).astype(np.float64)
+        k = int(rng.integers(1, m + 1))
+        summary = ProjectionSummary(np.zeros(2), v, med, mad, 10)
+        top = least_deep(summary, x, k, scales=scales)
+        q = x @ v.T
+        dev = np.abs(q - med)
+        ratio = np.where(mad > 0, dev / np.where(mad > 0, mad, 1.0),
+                         np.where(dev > 0, np.inf, 0.0))
+        inv = np.divide(1.0, scales, out=np.zeros(m), where=scales > 0)
+        index = np.broadcast_to(np.arange(m), q.shape)
+        order = np.lexsort((index, -(np.abs(q) * inv), -ratio), axis=1)[:, :k]
+        np.testing.assert_array_equal(top.direction, order)
+        np.testing.assert_array_equal(top.depth,
+                                      np.take_along_axis(1.0 / (1.0 + ratio), order, 1))
+        np.testing.assert_array_equal(top.side, np.take_along_axis(np.sign(q - med), order, 1))
 
 
 def test_contributions_add_up_to_the_signed_standardised_distance():

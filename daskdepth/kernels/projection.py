@@ -131,30 +131,50 @@ def projection_top(xc, v, med, mad, inv_scale, valid, tv, tt, td, ts):
     ``1 / (1 + o)`` too, which is monotone in ``o``.  The side is the sign of
     ``p_j - med[j]`` and the distance ``|p_j| * inv_scale[j]``.
 
-    A row's values are computed once; its ``k``-th smallest value is found
-    first (values only), so that only the directions at or below it are
-    pushed with their distances and sides.
+    A row's values are computed once, its ``k`` smallest kept (values and
+    directions) as they come; only when a value equal to the ``k``-th was
+    left out (ties, as where MADs are 0) are all directions at or below it
+    pushed, so that ties are broken as the slots order them.
     """
     m = v.shape[0]
     k = tv.shape[1]
     value = np.empty(m)
     kth = np.empty(k)
+    kj = np.empty(k, dtype=np.int64)
     for r in range(xc.shape[0]):
         if not valid[r]:
             continue
         row = xc[r]
         kth[:] = np.inf
+        kj[:] = -1
         limit = np.inf
+        tie = False  # a value equal to the k-th may have been left out
         for j in range(m):
             c = -_outlyingness(abs(centred_dot(row, v, j) - med[j]), mad[j])
             value[j] = c
             if c < limit:
+                evicted = kth[k - 1]
                 q = k - 1
                 while q > 0 and c < kth[q - 1]:
                     kth[q] = kth[q - 1]
+                    kj[q] = kj[q - 1]
                     q -= 1
                 kth[q] = c
+                kj[q] = j
                 limit = kth[k - 1]
+                if evicted == limit and evicted < np.inf:  # inf: an empty slot
+                    tie = True
+            elif c == limit:
+                tie = True
+        for q in range(k):
+            j = kj[q] if not tie else -1
+            if j < 0:
+                continue
+            p = centred_dot(row, v, j)
+            side = -1 if p < med[j] else (1 if p > med[j] else 0)
+            push_top(tv, tt, td, ts, r, kth[q], abs(p) * inv_scale[j], j, side)
+        if not tie:
+            continue
         for j in range(m):
             c = value[j]
             if not c <= limit:  # NaN too: as in projection_depth, never the least deep
