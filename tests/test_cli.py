@@ -41,14 +41,8 @@ from daskdepth.cli.jobs import write_store
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import (
-    LEASE_MARK,
-    OLD_MARK,
-    TMP_MARK,
-    Lease,
-    SafeOutput,
-    this_process,
-)
+from daskdepth.storage.atomic import LEASE_MARK, OLD_MARK, TMP_MARK, SafeOutput
+from daskdepth.storage.leases import Lease, this_process
 from daskdepth.storage.modelformat import save_model
 from daskdepth.storage.paths import quiet_zarr
 

@@ -53,8 +53,9 @@ from daskdepth.runtime.memory import (
     summary_memory_message,
     worker_memory,
 )
-from daskdepth.storage import atomic
-from daskdepth.storage.atomic import Lease, SafeOutput, clean_leftovers, leftovers
+from daskdepth.storage import leases
+from daskdepth.storage.atomic import SafeOutput, clean_leftovers, leftovers
+from daskdepth.storage.leases import Lease
 
 #: More rows than the in-memory exact path takes, so that fitting runs the
 #: distributed passes (moments, pilot, histogram, refine, score).
@@ -393,7 +394,7 @@ def test_write_losing_its_scheduler_keeps_the_temporary(fresh_cluster, tmp_path)
     safe.lease.write_text(json.dumps({**lease, "pid": _dead_pid(), "start": "1"}))
     assert leftovers(out) == []  # ... but its workers may still write for a while
     time.sleep(2 * CHUNK_SECONDS)  # they have finished the tasks they had started
-    then = time.time() - atomic.REMOTE_GRACE_SECONDS - 1
+    then = time.time() - leases.REMOTE_GRACE_SECONDS - 1
     os.utime(safe.lease, (then, then))  # the grace period has passed
     assert clean_leftovers(out) == sorted([safe.path, safe.lease])
     time.sleep(2 * CHUNK_SECONDS)

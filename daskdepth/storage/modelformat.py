@@ -89,7 +89,7 @@ from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
 from ..summary.mass import MassSummary
 from ..summary.sorted import BlockSorted
-from .atomic import MODEL_ATTR, MODEL_FORMAT, SafeOutput
+from .atomic import SafeOutput
 from .paths import (
     NotZarrError,
     UnsafeFileError,
@@ -100,6 +100,7 @@ from .paths import (
     open_node,
     quiet_zarr,
 )
+from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 
 #: Version of the stored layout; a reader refuses newer ones and those older than
 #: :data:`MIN_FORMAT_VERSION`.
@@ -918,7 +919,7 @@ def _replaced(source: BlockSource) -> str:
                 "the model was loaded; load the model again from where it is now")
     except Exception:  # unreadable in another way: the caller's error says it
         return ""
-    doc = _document(node)
+    doc = stored_document(node)
     if doc is not None and doc.get("checksum") == source.generation:
         return ""
     return (f"the model store {where!r} was replaced since the model was loaded (by a new "
@@ -1110,16 +1111,6 @@ class _Opened(NamedTuple):
     where: str
 
 
-def _document(node: Any) -> dict[str, Any] | None:
-    """The model document of an opened Zarr node, or None when it is not a model."""
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
-
-    doc = dict(node.attrs).get(ATTR) if isinstance(node, zarr.Group) else None
-    if not isinstance(doc, dict) or doc.get("format") != FORMAT_NAME:
-        return None
-    return doc
-
-
 def is_model(path: str | os.PathLike[str],
              storage_options: dict[str, Any] | None = None) -> bool:
     """Whether ``path`` holds a daskdepth model (of any format version, intact or not).
@@ -1136,7 +1127,7 @@ def is_model(path: str | os.PathLike[str],
                                "copy or remove it") from None
     except (FileNotFoundError, NotZarrError):
         return False
-    return _document(node) is not None
+    return stored_document(node) is not None
 
 
 def _open_model(path: str | os.PathLike[str],
@@ -1161,7 +1152,7 @@ def _open_model(path: str | os.PathLike[str],
         raise unsafe_store(where, exc) from None
     except NotZarrError:
         raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") from None
-    doc = _document(node)
+    doc = stored_document(node)
     if doc is None:
         raise ModelFormatError(f"{where!r} is not a daskdepth model (it has no "
                                f"{ATTR!r} model attributes)")
