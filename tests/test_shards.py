@@ -22,7 +22,7 @@ import daskdepth.passes.scoring
 import daskdepth.runtime.memory
 from daskdepth.errors import ModelFormatError
 from daskdepth.runtime.shards import ClusterBlock, spread_runs
-from daskdepth.storage.modelformat import StoredBlock
+from daskdepth.storage.blockstore import StoredBlock
 from daskdepth.summary.blocks import is_handle, sums_are_exact
 
 M = 96  # three blocks of 32 directions

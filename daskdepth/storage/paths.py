@@ -293,7 +293,7 @@ def open_node(path: str | os.PathLike[str],
         the members of its root group is not a regular file or too large
         (checked before Zarr reads it: a FIFO would block for ever).
     """
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+    import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     text = os.fspath(path)
     if is_url(text):

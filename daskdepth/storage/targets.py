@@ -205,7 +205,7 @@ def _is_node(path: Path) -> bool:
 
 def stored_document(node: Any) -> dict[str, Any] | None:
     """The model document of an opened Zarr node, or None when it is not a saved model."""
-    import zarr  # deferred: ~0.3 s to import, and `import daskdepth` does not need it
+    import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     doc = dict(node.attrs).get(MODEL_ATTR) if isinstance(node, zarr.Group) else None
     if not isinstance(doc, dict) or doc.get("format") != MODEL_FORMAT:
