@@ -35,9 +35,10 @@ import zarr
 import daskdepth
 import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
-from daskdepth.cli.cluster import Progress, Runner
+from daskdepth.cli.cluster import Runner
 from daskdepth.cli.demo import demo_data
 from daskdepth.cli.jobs import write_store
+from daskdepth.cli.progress import Progress
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
