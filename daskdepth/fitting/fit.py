@@ -30,13 +30,12 @@ from ..runtime.memory import (
     directions_per_wave,
     free_worker_memory,
     largest_summary_bytes,
-    plan_memory_message,
     prefer_sorted,
     row_chunk,
     shard_summary,
     sorted_summary_bytes,
-    summary_memory_message,
 )
+from ..runtime.refusals import plan_memory_message, summary_memory_message
 from ..summary.depth import DepthSummary
 from .frame import frame_message, invariant_basis
 from .summaries import FitInfo, build_summary, pilot_bytes_per_direction

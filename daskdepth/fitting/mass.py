@@ -23,7 +23,8 @@ from ..passes.sampling import RowSample, row_sample_pass
 from ..passes.scoring import score_array
 from ..runtime.client import phase
 from ..runtime.keys import key_name
-from ..runtime.memory import mass_plan_message, row_chunk
+from ..runtime.memory import row_chunk
+from ..runtime.refusals import mass_plan_message
 from ..summary.mass import MassSummary
 from .fit import SAMPLE_BYTES, SAMPLE_MAX, SAMPLE_SIZE
 
