@@ -112,33 +112,55 @@ TILE = 256
 MAXF = 1.7976931348623157e308
 
 
+class Grid(NamedTuple):
+    """One direction's guide grid, read once per direction by the block kernels.
+
+    ``lo``, ``sc``: a linear grid's origin and scale; ``ls``, ``lk``: a
+    logarithmic grid's inverse scale and cells per octave (``ls > 0``: the
+    grid is logarithmic, :func:`log_cell`); ``gm = g + 0.5``; ``k0``: where
+    the direction's keys start.
+    """
+
+    lo: float
+    sc: float
+    ls: float
+    lk: float
+    gm: float
+    k0: np.uint64
+
+
 @kernel
-def route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf):
+def direction_grid(router, jj):
+    """The :class:`Grid` of direction ``jj`` of a block's :class:`Router`."""
+    return Grid(router.g_lo[jj], router.g_scale[jj], router.g_log[jj, 0], router.g_log[jj, 1],
+                router.g + 0.5, np.uint64(router.kptr[jj]))
+
+
+@kernel
+def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
     """Projections and leaves of rows ``t0 .. t1 - 1`` on direction ``jj`` of a block.
 
-    ``proj`` is a :class:`Projection`, ``router`` the block's :class:`Router`;
-    ``pbuf[i - t0]`` receives row ``i``'s projection ``p`` and ``lbuf[i - t0]``
-    its leaf (the number of the direction's keys ``<= p``).  Projections are
-    summed feature by feature in a fixed order, so a row's value does not
-    depend on its chunk and equals :func:`project`'s (BLAS may reorder sums by
-    shape); with ``direct`` they are read from ``P``.  The search starts at the
-    first key of the row's guide cell (:func:`cell`, or :func:`log_cell` where
-    the direction's grid is logarithmic) and counts the keys ``<= p`` among the
-    next eight without branches; a cell with more than seven keys ``<= p`` (rare
-    with four cells per key and a guide fitted to the keys) continues linearly
-    until a ``+inf`` sentinel.  Invalid rows get projection 0 and are skipped
-    by callers.
+    ``proj`` is a :class:`Projection`, ``grid`` the direction's :class:`Grid`
+    (:func:`direction_grid`), ``keys`` the block's padded keys and ``tab`` the
+    direction's row of the guide table; ``pbuf[i - t0]`` receives row ``i``'s
+    projection ``p`` and ``lbuf[i - t0]`` its leaf (the number of the
+    direction's keys ``<= p``).  Projections are summed feature by feature in a
+    fixed order, so a row's value does not depend on its chunk and equals
+    :func:`project`'s (BLAS may reorder sums by shape); with ``direct`` they
+    are read from ``P``.  The search starts at the first key of the row's
+    guide cell (:func:`cell`, or :func:`log_cell` where the direction's grid is
+    logarithmic) and counts the keys ``<= p`` among the next eight without
+    branches; a cell with more than seven keys ``<= p`` (rare with four cells
+    per key and a guide fitted to the keys) continues linearly until a ``+inf``
+    sentinel.  Invalid rows get projection 0 and are skipped by callers.
+
+    The grid's scalars come as one record made once per direction, and the
+    arrays as arguments: unpacking the block's :class:`Router` here, once per
+    tile, keeps more values live in the callers' loops.
     """
     X, V, P, direct = proj
     d = X.shape[1]
-    lo = router.g_lo[jj]
-    sc = router.g_scale[jj]
-    ls = router.g_log[jj, 0]
-    lk = router.g_log[jj, 1]
-    gm = router.g + 0.5
-    keys = router.keys
-    k0 = np.uint64(router.kptr[jj])
-    tab = router.table[jj]
+    lo, sc, ls, lk, gm, k0 = grid
     for i in range(t0, t1):
         if not valid[i]:
             p = 0.0
@@ -365,11 +387,13 @@ def count_block(proj, valid, weight, router, counts, ext):
     lbuf = np.empty(TILE, dtype=np.uint64)
     for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         lo = ext[jj, 0]
         hi = ext[jj, 1]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 if not valid[t0 + s]:
                     continue
@@ -401,9 +425,11 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
         if not dirs[jj]:
             continue
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 node = l0 + np.int64(lbuf[s])
                 if not (valid[t0 + s] and wanted[node]):
@@ -435,9 +461,11 @@ def score_block(proj, valid, router, lut, out):
     lbuf = np.empty(TILE, dtype=np.uint64)
     for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
 
@@ -455,9 +483,11 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     lbuf = np.empty(TILE, dtype=np.uint64)
     for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 out[t0 + s] += v
@@ -477,9 +507,11 @@ def score_block_min(proj, valid, router, lut, out):
     lbuf = np.empty(TILE, dtype=np.uint64)
     for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, router, jj, t0, t1, pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 if v < out[t0 + s]:
