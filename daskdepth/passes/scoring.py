@@ -208,7 +208,7 @@ def _score_sharded(x: da.Array, summary: DepthSummary, mode: str, raise_nan: boo
     m, n = summary.directions.shape[0], summary.n
     exact = (mode == "min_depth" or (mode == "depth" and sums_are_exact(m, n))
              or (mode == "std" and sums_are_exact(m, n) and squares_are_exact(m, n)))
-    copies = replicate(summary.blocks, futures, summary.nbytes, key_name("copy", token),
+    copies = replicate(summary.blocks, futures, summary.nbytes, key_name("load", token, "copy"),
                        keep_order=not exact)
     owners = chunk_owners(x, sorted(copies.groups.group_of)) or [None] * x.numblocks[0]
     directions = delayed(summary.directions, name=key_name("share", token, "directions"),

@@ -33,7 +33,6 @@ VERBS: dict[str, str] = {
     "split": "heavy leaves split exactly and finished again, per direction block",
     "share": "the fitted depth summary, shared by the scoring tasks",
     "load": "a direction block of a saved or local summary, placed where scoring reads it",
-    "copy": "a direction block copied to its worker in another replica group",
     "cut": "depths of the row sample that set offset_, the outlier cut",
     "score": "depth of every row, one task per row chunk",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
