@@ -371,11 +371,12 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     rows = (row_groups(x, gated=reads is not None)
             if active_client() is not None and not np.isnan(x.shape[0]) and x.shape[0] else None)
     if rows:  # rows scored where they are, each worker reading its own copy
-        # A plain dask array (as the map below): xarray refuses a Dataset mixing array
-        # types, and a fused task that loses its placement is only placed by dask.
+        # Computed directly, the arrays keep each task on its chunk's worker: a fused
+        # graph loses the placement, and an idle worker would steal tasks, fetching
+        # the chunk and another worker's copy of the summary (writes make them plain).
         out = _score_where_rows_are(x, ref, "std" if std else statistic, raise_nan, token,
                                     rows, reads)
-        return (out[:, 0], out[:, 1]) if std else out
+        return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
     if not std:
         return x.map_blocks(
             _score_chunk, ref, statistic, raise_nan, drop_axis=1, dtype=np.float64,
