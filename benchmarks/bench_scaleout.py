@@ -222,6 +222,73 @@ def tables(results: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def task_cost(workers: int, tasks: int) -> dict[str, Any]:
+    """Wall seconds per task and per transition of ``tasks`` tiny tasks (scheduler-bound).
+
+    The tasks do nothing (each returns its index) and are summed in a tree, so
+    the time is the scheduler's and the workers' bookkeeping, the per-task
+    cost that the scale model multiplies by the tasks of a pass.
+    """
+    import dask
+    from dask.delayed import delayed
+    from distributed import Client, LocalCluster
+
+    with dask.config.set({"distributed.admin.low-level-log-length": 10**7}), \
+            LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                         dashboard_address=":0") as lc, Client(lc) as client:
+        parts = [delayed(int, pure=True)(i, dask_key_name=("tiny", i)) for i in range(tasks)]
+        while len(parts) > 1:
+            parts = [delayed(sum, pure=True)(parts[i:i + 8]) for i in range(0, len(parts), 8)]
+        before = client.run_on_scheduler(_scheduler_counts)
+        t0, cpu0 = time.perf_counter(), time.process_time()
+        assert dask.compute(parts[0])[0] == tasks * (tasks - 1) // 2
+        seconds, cpu = time.perf_counter() - t0, time.process_time() - cpu0
+        after = client.run_on_scheduler(_scheduler_counts)
+    ran = after["tasks"] - before["tasks"]
+    moves = after["transitions"] - before["transitions"]
+    # The scheduler runs in this process (with the client): its CPU time is not
+    # stretched by other processes' load as the wall time is.
+    return {"workers": workers, "tasks": ran, "transitions": moves, "seconds": round(seconds, 2),
+            "per_task_ms": round(1e3 * seconds / ran, 3),
+            "cpu_per_task_ms": round(1e3 * cpu / ran, 3), "machine": machine()}
+
+
+def kernel_cost(n: int, d: int, tol: float) -> dict[str, Any]:
+    """CPU seconds per row and direction of a histogram pass and of scoring (one thread).
+
+    A fit and a scoring under the synchronous scheduler, timed with this
+    process's CPU clock (not stretched by other processes' load): the per-row
+    costs the scale model divides over the workers' threads.
+    """
+    import dask
+    import dask.array as da
+
+    import daskdepth
+    from daskdepth.runtime.client import listen_to_phases
+
+    cpu: dict[str, float] = {}
+    start: dict[str, float] = {}
+
+    def hook(name: str, started: bool, _span: str | None) -> None:
+        if started:
+            start[name] = time.process_time()
+        else:
+            cpu[name] = cpu.get(name, 0.0) + time.process_time() - start[name]
+
+    x = da.random.RandomState(0).standard_normal((n, d), chunks=(25_000, d)).persist(
+        scheduler="sync")
+    with dask.config.set(scheduler="sync"), listen_to_phases(hook):
+        model = daskdepth.IRW(tol=tol, random_state=0).fit(x)
+        t0 = time.process_time()
+        model.score_samples(x + 0.0).compute()  # not the training rows' known depths
+        cpu["score"] = time.process_time() - t0
+    m = 100 * d
+    return {"rows": n, "features": d, "directions": m, "cpu_s": {k: round(v, 2) for k, v in
+                                                                cpu.items()},
+            "histogram_s_per_row_direction": cpu.get("histogram", 0.0) / (n * m),
+            "score_s_per_row_direction": cpu["score"] / (n * m), "machine": machine()}
+
+
 START, END = "<!-- scaleout:start -->", "<!-- scaleout:end -->"
 
 INTRO = """## Scale-out: bytes, tasks and time per pass (`bench_scaleout.py`)
@@ -267,7 +334,18 @@ def main(argv: list[str] | None = None) -> int:
                    help="write the tables into benchmarks/README.md's scale-out section")
     p.add_argument("--readme", default=os.path.join(os.path.dirname(__file__), "README.md"))
     p.add_argument("--no-run", action="store_true", help="only --markdown, from --json")
+    p.add_argument("--kernel-cost", action="store_true",
+                   help="only measure the CPU time per row and direction (--rows, --features)")
+    p.add_argument("--task-cost", type=int, metavar="TASKS",
+                   help="only measure the time per task of TASKS tiny tasks on --workers")
     args = p.parse_args(argv)
+    if args.kernel_cost:
+        print(json.dumps(kernel_cost(int(args.rows[0]), args.features, args.tol)), flush=True)
+        return 0
+    if args.task_cost:
+        for w in args.workers:
+            print(json.dumps(task_cost(w, args.task_cost)), flush=True)
+        return 0
     results: list[dict[str, Any]] = []
     for _ in range(0 if args.no_run else args.repeat):
         for rows in args.rows:
