@@ -446,3 +446,19 @@ def test_a_slice_of_a_persisted_array_is_not_read_in_turn(cluster):
         assert chunk_reads(xp[:1_500]) is None
         assert chunk_reads(xp) is None
     assert chunk_reads(da.zeros((4_000, 2), chunks=(1_000, 2))[:1_500]) is not None
+
+
+def test_replica_groups_chain_shards_in_block_order_when_sums_are_not_exact(replica_data,
+                                                                             monkeypatch):
+    """Beyond exact sums each group's shards add in block order: still the threaded bits."""
+    import daskdepth.passes.scoring
+
+    _, q, local, depth, both = replica_data
+    monkeypatch.setattr(daskdepth.passes.scoring, "sums_are_exact", lambda m, n: False)
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc, Client(lc):
+        _width_two(monkeypatch, local.summary_.nbytes)
+        qd = chunked(q, 4_000).persist()
+        np.testing.assert_array_equal(local.score_samples(qd).compute(), depth)
+        d, s = local.score_samples(qd, return_std=True)
+        np.testing.assert_array_equal(np.column_stack(dask.compute(d, s)), both)
