@@ -61,10 +61,11 @@ def inputs(lines: list[dict[str, Any]]) -> dict[str, float]:
         out["sigma"] = statistics.median(r["per_pass"]["bytes"]
                                          / ((r["workers"] - 1) * r["data_bytes"])
                                          for r in sharded)
-    kernels = [r for r in lines if "histogram_s_per_row_direction" in r]
-    if kernels:
-        out["c_fit"] = max(r["histogram_s_per_row_direction"] for r in kernels)
-        out["c_score"] = max(r["score_s_per_row_direction"] for r in kernels)
+    for r in lines:  # per number of features: projecting costs more with more features
+        if r.get("histogram_s_per_row_direction"):
+            out[f"c_fit_{r['features']}"] = r["histogram_s_per_row_direction"]
+        if r.get("score_s_per_row_direction"):
+            out[f"c_score_{r['features']}"] = r["score_s_per_row_direction"]
     tasks = [r for r in lines if "cpu_per_task_ms" in r]
     if tasks:
         out["tau"] = statistics.median(r["cpu_per_task_ms"] for r in tasks) / 1e3
@@ -99,9 +100,9 @@ def predict(n: int, d: int, workers: int, k: dict[str, float]) -> dict[str, Any]
     return {"rows": n, "features": d, "workers": workers, "summary": s, "k": width,
             "groups": groups, "chunks": chunks, "data": data,
             "fit_bytes": fit_bytes, "fit_tasks": fit_tasks,
-            "fit_s": seconds(k["c_fit"], fit_tasks, fit_bytes),
+            "fit_s": seconds(k[f"c_fit_{d}"], fit_tasks, fit_bytes),
             "score_bytes": score_bytes, "score_tasks": score_tasks,
-            "score_s": seconds(k["c_score"], score_tasks, score_bytes)}
+            "score_s": seconds(k[f"c_score_{d}"], score_tasks, score_bytes)}
 
 
 def _size(b: float) -> str:

@@ -248,8 +248,8 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
     """Futures of ``blocks`` on the active cluster, each block held by one worker.
 
     :class:`ClusterBlock` futures as they are; other handles loaded by tasks
-    spread over the workers; blocks of this process scattered (one copy each,
-    in contiguous runs per worker).
+    spread over the workers; blocks of this process sent as tasks of their own
+    (one copy each, in contiguous runs per worker), recomputable as graph keys.
     """
     client = active_client()
     assert client is not None, "hold() needs a distributed client"
@@ -276,13 +276,17 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
             items = [b.load() if is_handle(b) else b for b in items]
             if not items:
                 continue
-            # Scattered under the caller's name (the dashboard shows the verb, not the
-            # block's type), unique as broadcast's keys are.
-            keys = [f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}" for k in run]
-            futures = client.scatter(dict(zip(keys, items, strict=True)),
-                                     workers=[addr] if addr else None)
-            for k, key in zip(run, keys, strict=True):
-                out[local[k]] = futures[key]
+            # Sent as tasks of their own, not scattered: the scheduler keeps them, so a
+            # block (and the copies read from it) lost with its worker is made again.
+            # Named after the caller (the dashboard shows the verb), unique as share's keys.
+            literals = [delayed(item, name=f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}",
+                                traverse=False) for k, item in zip(run, items, strict=True)]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                futures = client.compute(literals, workers=[addr] if addr else None,
+                                         allow_other_workers=True)
+            for k, future in zip(run, futures, strict=True):
+                out[local[k]] = future
     wait(out)
     return out
 
