@@ -354,8 +354,8 @@ def test_each_chunk_is_scored_by_one_replica_group(replica_data, monkeypatch):
             group = next(g for g in groups if owner in g)
             assert used <= group, (i, used, group)  # one replica group only
         np.testing.assert_array_equal(got.compute(), depth)
-        # Each block is held whole by both groups: copies kept with the blocks.
-        assert all(len(b.copies) == 1 for b in model.summary_.blocks)
+        # Each group holds every block: copies kept with the blocks, one per group.
+        assert all(len(b.copies) == 2 for b in model.summary_.blocks)
 
 
 def _moved(client: Client) -> int:

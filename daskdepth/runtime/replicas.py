@@ -17,7 +17,8 @@ other groups get a copy on the worker of the same rank
 that a copy lost with its worker is made again from the block, and the block
 from its own lineage.  Copies are kept with the block
 (:attr:`daskdepth.runtime.shards.ClusterBlock.copies`), so later passes and
-scorings of the same model move no block.
+scorings of the same model move no block; a kept block is read through a copy
+on its own worker too (moving nothing), which no memory manager drops.
 """
 
 from __future__ import annotations
@@ -134,16 +135,17 @@ class Replicas(NamedTuple):
         return self.groups.group_of.get(worker, 0)
 
 
-def _holder(block: Any, future: Future, who: dict[Any, Any]) -> str:
-    """The worker a block is read from: where it was first placed, while it is still there.
+def _holder(block: Any, future: Future, who: dict[Any, Any], workers: Sequence[str]) -> str:
+    """The worker that sets a block's rank: where it was first placed, while that worker lives.
 
-    A copy made from a block may leave a replica of the block on the copy's
-    worker for a while; the block's rank must not follow it.
+    A copy made from a block leaves a replica of the block on the copy's
+    worker, and dask's memory manager then keeps either replica: the rank
+    must not follow it, or each scoring would lay the groups out anew.
     """
     held = sorted(who.get(future.key) or ())
     if not isinstance(block, ClusterBlock) or block.future is not future:
         return held[0] if held else "?"
-    if block.home not in held:
+    if block.home not in workers:
         block.home = held[0] if held else None
     return block.home or "?"
 
@@ -162,7 +164,7 @@ def replicate(blocks: Sequence[Any], futures: Sequence[Future], nbytes: int, nam
     k = width if width is not None else replica_width(nbytes, len(workers))
     groups = replica_groups(workers, k)
     who = client.who_has(list(futures))
-    holders = [_holder(block, f, who) for block, f in zip(blocks, futures, strict=True)]
+    holders = [_holder(block, f, who, workers) for block, f in zip(blocks, futures, strict=True)]
     ranks = block_ranks(holders, workers, groups.width)
     out: list[list[Any]] = [[None] * len(futures) for _ in groups.members]
     todo = []
@@ -174,7 +176,10 @@ def replicate(blocks: Sequence[Any], futures: Sequence[Future], nbytes: int, nam
                 del cache[gone]
         for g, members in enumerate(groups.members):
             target = members[ranks[b]]
-            if target == holders[b]:
+            # A kept block is read from copies only, its own worker's too (a copy there
+            # moves nothing): the memory manager may drop the block's replica on its
+            # worker and keep the one a copy's worker fetched.
+            if target == holders[b] and cache is None:
                 out[g][b] = f
             elif cache is not None and target in cache:
                 out[g][b] = cache[target]
