@@ -49,18 +49,20 @@ def inputs(lines: list[dict[str, Any]]) -> dict[str, float]:
     copied = [r for r in runs if not r["sharded"]]
     sharded = [r for r in runs if r["sharded"]]
     out: dict[str, float] = {}
-    if copied:
+    if copied:  # from the most workers measured: the per-worker share grows with W
+        most = max(r["workers"] for r in copied)
         out["beta"] = statistics.median(r["per_pass"]["bytes"] / (r["workers"] * r["summary_bytes"])
-                                        for r in copied)
+                                        for r in copied if r["workers"] == most)
     if sharded:
         full = [r for r in sharded if r["width"] > 1]
         out["rho"] = statistics.median(
             r["score"]["bytes"] / ((r["width"] - 1) * r["data_bytes"]
                                    + (r["workers"] - r["width"] * r["groups"]) * r["data_bytes"]
                                    / r["width"]) for r in full)
+        most = max(r["workers"] for r in sharded)
         out["sigma"] = statistics.median(r["per_pass"]["bytes"]
                                          / ((r["workers"] - 1) * r["data_bytes"])
-                                         for r in sharded)
+                                         for r in sharded if r["workers"] == most)
     for r in lines:  # per number of features: projecting costs more with more features
         if r.get("histogram_s_per_row_direction"):
             out[f"c_fit_{r['features']}"] = r["histogram_s_per_row_direction"]
