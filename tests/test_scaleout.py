@@ -455,10 +455,10 @@ def test_a_slice_of_a_persisted_array_is_not_read_in_turn(cluster):
 def test_replica_groups_chain_shards_in_block_order_when_sums_are_not_exact(replica_data,
                                                                              monkeypatch):
     """Beyond exact sums each group's shards add in block order: still the threaded bits."""
-    import daskdepth.passes.scoring
+    import daskdepth.summary.statistics
 
     _, q, local, depth, both = replica_data
-    monkeypatch.setattr(daskdepth.passes.scoring, "sums_are_exact", lambda m, n: False)
+    monkeypatch.setattr(daskdepth.summary.statistics, "sums_are_exact", lambda m, n: False)
     with LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as lc, Client(lc):
         _width_two(monkeypatch, local.summary_.nbytes)
