@@ -35,20 +35,15 @@ import zarr
 import daskdepth
 import daskdepth.cli.jobs as jobs
 from daskdepth.cli import build_parser, main
-from daskdepth.cli.cluster import Progress, Runner
+from daskdepth.cli.cluster import Runner
 from daskdepth.cli.demo import demo_data
 from daskdepth.cli.jobs import write_store
+from daskdepth.cli.progress import Progress
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
 from daskdepth.runtime.client import phase
-from daskdepth.storage.atomic import (
-    LEASE_MARK,
-    OLD_MARK,
-    TMP_MARK,
-    Lease,
-    SafeOutput,
-    this_process,
-)
+from daskdepth.storage.atomic import LEASE_MARK, OLD_MARK, TMP_MARK, SafeOutput
+from daskdepth.storage.leases import Lease, this_process
 from daskdepth.storage.modelformat import save_model
 from daskdepth.storage.paths import quiet_zarr
 

@@ -39,22 +39,23 @@ from proccluster import (
 
 import daskdepth
 import daskdepth.runtime.memory
+import daskdepth.runtime.refusals
 from daskdepth.cli.cluster import Runner
 from daskdepth.cli.jobs import write_store
 from daskdepth.cli.ui import UI
 from daskdepth.errors import SummaryMemoryWarning
 from daskdepth.runtime.keys import is_package_key, task_prefix
 from daskdepth.runtime.memory import (
-    SUMMARY_SHARE,
     WorkerMemory,
     directions_per_block,
     rows_per_chunk,
     summary_bytes,
-    summary_memory_message,
     worker_memory,
 )
-from daskdepth.storage import atomic
-from daskdepth.storage.atomic import Lease, SafeOutput, clean_leftovers, leftovers
+from daskdepth.runtime.refusals import SUMMARY_SHARE, summary_memory_message
+from daskdepth.storage import leases
+from daskdepth.storage.atomic import SafeOutput, clean_leftovers, leftovers
+from daskdepth.storage.leases import Lease
 
 #: More rows than the in-memory exact path takes, so that fitting runs the
 #: distributed passes (moments, pilot, histogram, refine, score).
@@ -393,7 +394,7 @@ def test_write_losing_its_scheduler_keeps_the_temporary(fresh_cluster, tmp_path)
     safe.lease.write_text(json.dumps({**lease, "pid": _dead_pid(), "start": "1"}))
     assert leftovers(out) == []  # ... but its workers may still write for a while
     time.sleep(2 * CHUNK_SECONDS)  # they have finished the tasks they had started
-    then = time.time() - atomic.REMOTE_GRACE_SECONDS - 1
+    then = time.time() - leases.REMOTE_GRACE_SECONDS - 1
     os.utime(safe.lease, (then, then))  # the grace period has passed
     assert clean_leftovers(out) == sorted([safe.path, safe.lease])
     time.sleep(2 * CHUNK_SECONDS)
@@ -420,7 +421,8 @@ def test_chunk_defaults_follow_the_memory_limit(cluster):
 
 def test_large_summary_is_reported(monkeypatch):
     small = WorkerMemory(32 * 2**20, 1)
-    monkeypatch.setattr(daskdepth.runtime.memory, "worker_memory", lambda: small)
+    for module in (daskdepth.runtime.memory, daskdepth.runtime.refusals):
+        monkeypatch.setattr(module, "worker_memory", lambda: small)
     x = gaussian_data(3000, 2, seed=5)
     # In memory the summary is the sorted projections: 8 bytes per row and direction,
     # 14.4 MB for 600 directions (200 would take 4.8 MB, under a quarter of 32 MiB).

@@ -20,10 +20,10 @@ from sklearn.exceptions import NotFittedError
 
 import daskdepth
 from daskdepth.errors import ModelFormatError, OutputError
+from daskdepth.storage.blockstore import block_binding
 from daskdepth.storage.modelformat import (
     ATTR,
     FORMAT_VERSION,
-    block_binding,
     document_checksum,
     read_attributes,
     save_model,

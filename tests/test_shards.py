@@ -23,7 +23,7 @@ import daskdepth.runtime.memory
 import daskdepth.summary.statistics
 from daskdepth.errors import ModelFormatError
 from daskdepth.runtime.shards import ClusterBlock, spread_runs
-from daskdepth.storage.modelformat import StoredBlock
+from daskdepth.storage.blockstore import StoredBlock
 from daskdepth.summary.blocks import is_handle, sums_are_exact
 
 M = 96  # three blocks of 32 directions

@@ -1,4 +1,5 @@
-"""Safe writes of daskdepth.storage.atomic: output checks, temporaries, leftovers of killed jobs."""
+"""Safe writes (daskdepth.storage.atomic, .targets, .leases): output checks, temporaries, leftovers
+of killed jobs."""
 
 from __future__ import annotations
 
@@ -16,24 +17,19 @@ import pytest
 import zarr
 
 from daskdepth.errors import OutputError
-from daskdepth.storage import atomic
+from daskdepth.storage import leases
 from daskdepth.storage.atomic import (
-    LEASE_EXPIRY_SECONDS,
     LEASE_MARK,
     OLD_MARK,
-    OUTPUT_ATTR,
-    OUTPUT_VERSION,
     TMP_MARK,
-    Lease,
-    Owner,
     SafeOutput,
-    check_output,
     clean_leftovers,
     leftovers,
     remove_pending,
-    this_process,
     unowned,
 )
+from daskdepth.storage.leases import LEASE_EXPIRY_SECONDS, Lease, Owner, this_process
+from daskdepth.storage.targets import OUTPUT_ATTR, OUTPUT_VERSION, check_output
 
 
 def _data(n: int = 400, d: int = 3, seed: int = 0) -> np.ndarray:
@@ -168,7 +164,7 @@ def _here(pid: int, start: str | None = None) -> Owner:
     """This machine's owner for process ``pid`` (its real start time unless given)."""
     me = this_process()
     return dataclasses.replace(me, pid=pid,
-                               start=atomic._start_time(pid) if start is None else start)
+                               start=leases._start_time(pid) if start is None else start)
 
 
 def _elsewhere(pid: int) -> Owner:
@@ -239,7 +235,7 @@ def test_remote_writers_are_given_time(tmp_path):
     _lease(target, f"{dead}-0123abcd", _here(dead, start="1"), remote=True, age=5)
     assert clean_leftovers(target) == [] and tmp.exists()
     _lease(target, f"{dead}-0123abcd", _here(dead, start="1"), remote=True,
-           age=atomic.REMOTE_GRACE_SECONDS + 5)
+           age=leases.REMOTE_GRACE_SECONDS + 5)
     assert clean_leftovers(target) and not tmp.exists()
 
 

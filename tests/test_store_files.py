@@ -18,7 +18,6 @@ import pytest
 
 import daskdepth
 from daskdepth.errors import InputError, ModelFormatError, OutputError
-from daskdepth.storage.atomic import check_output, replace_refusal
 from daskdepth.storage.modelformat import is_model, read_attributes
 from daskdepth.storage.paths import (
     MAX_METADATA_BYTES,
@@ -26,6 +25,7 @@ from daskdepth.storage.paths import (
     check_store_files,
     read_regular,
 )
+from daskdepth.storage.targets import check_output, replace_refusal
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="needs FIFOs")
 

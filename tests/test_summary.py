@@ -321,7 +321,7 @@ def test_tried_guides_are_given_up_early_with_the_same_result():
     full grid), heavy tails (logarithmic grids).
     """
     from daskdepth.kernels.routing import PAD, pad_keys
-    from daskdepth.summary import leaves as leaf_module
+    from daskdepth.summary import guide as guide_module
 
     rng = np.random.default_rng(3)
     even = np.linspace(-1.0, 1.0, 3000)
@@ -334,15 +334,15 @@ def test_tried_guides_are_given_up_early_with_the_same_result():
         cptr = np.concatenate([[0], np.cumsum([c.size for c in cuts])]).astype(np.int64)
         keys = pad_keys(cptr, np.concatenate(cuts))
         kptr = cptr + PAD * np.arange(len(cuts) + 1)
-        for per_key in (*leaf_module.GUIDE_TRY_PER_KEY, leaf_module.GUIDE_PER_KEY):
-            full = leaf_module._guide(cptr, kptr, keys, per_key)
-            if per_key == leaf_module.GUIDE_PER_KEY or int(np.diff(full.table, axis=1).max(
-                    initial=0)) <= leaf_module.GUIDE_CELL_KEYS:
+        for per_key in (*guide_module.GUIDE_TRY_PER_KEY, guide_module.GUIDE_PER_KEY):
+            full = guide_module.guide_grid(cptr, kptr, keys, per_key)
+            if per_key == guide_module.GUIDE_PER_KEY or int(np.diff(full.table, axis=1).max(
+                    initial=0)) <= guide_module.GUIDE_CELL_KEYS:
                 break
-            early = leaf_module._guide(cptr, kptr, keys, per_key, tried=True)
+            early = guide_module.guide_grid(cptr, kptr, keys, per_key, tried=True)
             gave_up += early is None
             assert early is None or int(np.diff(early.table, axis=1).max()) > \
-                leaf_module.GUIDE_CELL_KEYS
+                guide_module.GUIDE_CELL_KEYS
         block = BlockLeaves.from_keys(0, len(cuts), cptr, keys)
         kept.add(per_key)
         assert block.g == full.g

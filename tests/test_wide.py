@@ -24,10 +24,13 @@ from oracle import direction_depths, exact_depth_of_model
 from oracle import project as oracle_project
 
 import daskdepth
+import daskdepth.runtime.memory
+import daskdepth.runtime.refusals
 from daskdepth.errors import SummaryMemoryWarning
 from daskdepth.kernels.ranks import clamp_projections, in_sample_counts, score_sorted
 from daskdepth.kernels.routing import MAXF, PROJECT_TILE, project
-from daskdepth.runtime.memory import WorkerMemory, prefer_sorted, summary_memory_message
+from daskdepth.runtime.memory import WorkerMemory, prefer_sorted
+from daskdepth.runtime.refusals import summary_memory_message
 from daskdepth.summary.leaves import BlockLeaves
 from daskdepth.summary.sorted import BlockSorted
 
@@ -336,7 +339,8 @@ def test_representation_follows_the_smaller_summary():
 
 def test_exact_summary_warns_only_when_it_is_large(monkeypatch):
     small = WorkerMemory(32 * 2**20, 1)  # a quarter: 8 MiB
-    monkeypatch.setattr(daskdepth.runtime.memory, "worker_memory", lambda: small)
+    for module in (daskdepth.runtime.memory, daskdepth.runtime.refusals):
+        monkeypatch.setattr(module, "worker_memory", lambda: small)
     x = gaussian_data(2000, 40, seed=19)
     with warnings.catch_warnings():
         warnings.simplefilter("error", SummaryMemoryWarning)

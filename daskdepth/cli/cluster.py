@@ -1,28 +1,20 @@
-"""Where a job's Dask computations run (:class:`Runner`), and how their progress is shown.
+"""Where a job's Dask computations run (:class:`Runner`).
 
-A job runs on a running scheduler (``--scheduler ADDRESS``), on one of Dask's
-local schedulers (``--scheduler threads``, ...), or by default on a local
-in-process cluster that lives as long as the job, its dashboard on this
-machine only unless ``--dashboard-address`` says otherwise.
-
-Progress (:class:`Progress`) follows the phases of the fit and of the writing
-(:func:`daskdepth.runtime.client.phase`): on a terminal, one bar redrawn in
-place, labelled with the phase, that counts the tasks of all the passes of a
-phase (an iterative phase such as the MCD concentration steps shows its passes
-and does not start again from zero at each one); work done on this machine
-without tasks (FastMCD on a sample) shows as such.  When stderr is not a
-terminal (a log file), one line per phase with its time.
+A job runs on a running scheduler (``--scheduler ADDRESS``, checked first by
+:func:`daskdepth.cli.probe.probe_scheduler`), on one of Dask's local schedulers
+(``--scheduler threads``, ...; the threaded one on the job's own
+:class:`~daskdepth.cli.pool.TaskPool`), or by default on a local in-process
+cluster that lives as long as the job, its dashboard on this machine only
+unless ``--dashboard-address`` says otherwise.  Its progress is shown by
+:class:`daskdepth.cli.progress.Progress`.
 """
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
 import importlib.util
 import logging
 import os
-import socket
-import struct
 import threading
 import time
 import warnings
@@ -30,7 +22,6 @@ from collections.abc import Callable
 from typing import Any
 
 import dask
-import dask.threaded
 from distributed import Client, LocalCluster
 
 from ..runtime.client import (
@@ -40,123 +31,18 @@ from ..runtime.client import (
     phase,
     running_tasks,
 )
-from ..runtime.progress import PhaseProgress
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
+from .pool import TaskPool
+from .probe import probe_scheduler
+from .progress import Progress
 from .ui import UI
 
 #: Dask's names of its local thread-pool scheduler.
 THREAD_SCHEDULERS = frozenset({"threads", "threading"})
-#: Seconds a closing job waits for the tasks its thread pool is running (an
-#: interrupted write must end before the temporary is removed).
-POOL_CLOSE_SECONDS = 10.0
 #: Seconds a failed or interrupted computation on a cluster waits for the tasks the
 #: workers had started (their threads cannot be stopped, and a running task may still
 #: write a chunk) before it gives up and leaves the temporary to them.
 STOP_TIMEOUT = 20.0
-#: Largest first message a Dask scheduler sends (its handshake is a few dozen bytes);
-#: a server that announces more is not one (an HTTP server's reply read as a length
-#: once made distributed allocate exabytes).
-MAX_HANDSHAKE_BYTES = 2**20
-
-_PoolBase: type = getattr(dask.threaded, "ContextAwareThreadPoolExecutor",
-                          concurrent.futures.ThreadPoolExecutor)
-
-
-class TaskPool(_PoolBase):  # type: ignore[misc, valid-type]
-    """The job's own thread pool for dask's threaded scheduler, which it can stop.
-
-    Dask's default pool lives as long as the process, and its threads finish
-    every queued task before the interpreter exits.  A job that fails or is
-    interrupted cancels what is queued and waits (boundedly) for what runs, so
-    that no task writes into a temporary after it was removed.
-    """
-
-    def __init__(self, max_workers: int) -> None:
-        super().__init__(max_workers)
-        self._live: set[concurrent.futures.Future] = set()
-        self._live_lock = threading.Lock()
-
-    def submit(self, fn: Any, /, *args: Any, **kwargs: Any) -> concurrent.futures.Future:
-        future = super().submit(fn, *args, **kwargs)
-        with self._live_lock:
-            self._live.add(future)
-        future.add_done_callback(self._forget)
-        return future
-
-    def _forget(self, future: concurrent.futures.Future) -> None:
-        with self._live_lock:
-            self._live.discard(future)
-
-    def stop(self, timeout: float = POOL_CLOSE_SECONDS) -> None:
-        """Cancel the queued tasks and wait up to ``timeout`` seconds for the running ones."""
-        self.shutdown(wait=False, cancel_futures=True)
-        with self._live_lock:
-            running = list(self._live)
-        concurrent.futures.wait(running, timeout=timeout)
-
-
-# --------------------------------------------------------------------------- connecting
-
-
-def _host_port(address: str) -> tuple[str, int] | None:
-    """``(host, port)`` of a TCP scheduler address; None for other protocols."""
-    protocol, sep, rest = address.partition("://")
-    if not sep:
-        protocol, rest = "tcp", address
-    if protocol != "tcp":
-        return None
-    host, _, port = rest.rpartition(":")
-    return host.strip("[]"), int(port)
-
-
-def probe_scheduler(address: str, timeout: float) -> None:
-    """Check that a Dask scheduler answers at ``address`` (TCP) within ``timeout`` seconds.
-
-    A Dask scheduler sends its handshake as soon as a connection opens; a
-    server of another kind (the dashboard's HTTP port, say) waits for a request,
-    so distributed's client would wait for minutes, or read the server's reply
-    as a message length.  Other protocols (TLS, UCX) are left to distributed.
-
-    Raises
-    ------
-    ConnectionError
-        Naming the address and what was found there.
-    """
-    where = _host_port(address)
-    if where is None:
-        return
-    deadline = time.monotonic() + timeout
-    try:
-        sock = socket.create_connection(where, timeout=timeout)
-    except TimeoutError:
-        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: no answer "
-                              f"within {timeout:g} s (is the host reachable? --timeout "
-                              "waits longer)") from None
-    except OSError as exc:
-        raise ConnectionError(f"cannot connect to the Dask scheduler at {address}: "
-                              f"{exc.strerror or exc}") from None
-    head = b""
-    with sock:
-        try:
-            while len(head) < 8:
-                sock.settimeout(max(0.05, deadline - time.monotonic()))
-                part = sock.recv(8 - len(head))
-                if not part:
-                    break
-                head += part
-        except TimeoutError:
-            raise ConnectionError(
-                f"no Dask scheduler answered at {address} within {timeout:g} s: the server "
-                "there accepted the connection but sent no Dask handshake (is it the "
-                "dashboard's port? the scheduler's is 8786 by default); check the address, "
-                "or pass a longer --timeout") from None
-        except OSError as exc:
-            raise ConnectionError(f"cannot talk to the Dask scheduler at {address}: "
-                                  f"{exc.strerror or exc}") from None
-    if len(head) < 8 or not 0 < struct.unpack("<Q", head)[0] <= MAX_HANDSHAKE_BYTES:
-        raise ConnectionError(
-            f"the server at {address} is not a Dask scheduler (it does not speak Dask's "
-            "protocol; is it the dashboard's port? the scheduler's is 8786 by default)")
 
 
 def _has_bokeh() -> bool:
@@ -336,28 +222,3 @@ class Runner:
             if left <= 0:
                 return False
             time.sleep(0.1)
-
-
-# --------------------------------------------------------------------------- progress
-
-
-class Progress(PhaseProgress):
-    """Progress of a job's phases on stderr (see the module docstring).
-
-    Parameters
-    ----------
-    ui : UI
-        Says whether stderr is a terminal (one bar redrawn in place) or not
-        (a line per finished phase), and whether the job is quiet (nothing
-        shown; the phases are still counted, :attr:`counts`).
-    label : str
-        What the job is doing, e.g. ``"fitting AI-IRW"``.
-    client : distributed.Client or None
-        Task counts of a phase come from the scheduler's spans with a client,
-        from a local callback otherwise.
-    """
-
-    def __init__(self, ui: UI, label: str, client: Client | None) -> None:
-        super().__init__(label, client, bars="line" if ui.progress else None,
-                         lines=None if ui.quiet or ui.progress else "end", prefix="  ")
-        self.ui = ui

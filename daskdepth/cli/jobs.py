@@ -31,9 +31,10 @@ from ..io.models import load_model
 from ..io.outputs import write_dataset
 from ..io.xarray import depth_dataset, model_attrs
 from ..runtime.progress import passes_text
-from ..storage.atomic import SafeOutput, check_output, clean_leftovers
+from ..storage.atomic import SafeOutput, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
+from ..storage.targets import check_output
 from .cluster import Runner
 from .parser import estimator_params
 from .ui import UI, printable
@@ -94,7 +95,7 @@ def prepare_output(path: str, inputs: Sequence[str] = (), overwrite: bool = Fals
 
     Leftovers of a killed job on the same path go first (an old output that job
     had moved aside comes back, so the checks see what is really there), then
-    :func:`~daskdepth.storage.atomic.check_output`, then whether the directory
+    :func:`~daskdepth.storage.targets.check_output`, then whether the directory
     is writable at all (a read-only destination must not be found after fitting).
     """
     if not is_url(path) and local_path(path).parent.is_dir():

@@ -37,15 +37,12 @@ class CovarianceFit:
     """The ``covariance=`` estimate: location, covariance and, when known, its rows' recipe.
 
     ``rows`` is None for a precomputed covariance (and for an MCD that kept its
-    raw estimate).  ``affine`` says whether the estimate is affine equivariant
-    (``'sample'``, ``'mcd'``); shrinkage estimates are equivariant under
-    rotations, uniform scaling and translations only.
+    raw estimate).
     """
 
     location: np.ndarray
     covariance: np.ndarray
     rows: RowCovariance | None
-    affine: bool
 
 
 def resolve_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
@@ -76,7 +73,7 @@ def fit_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
     """
     if isinstance(spec, str):
         if spec == "sample":
-            return CovarianceFit(mean, sample_covariance(n, scatter), RowCovariance(ddof=1), True)
+            return CovarianceFit(mean, sample_covariance(n, scatter), RowCovariance(ddof=1))
         # 'mcd', 'ledoit-wolf', 'oas'; any other string raises a ValueError
         return robust_covariance(spec, n, mean, scatter, x=x, seed=seed, token=token,
                                  equivariant=equivariant)
@@ -96,7 +93,7 @@ def fit_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarray,
             f"a precomputed covariance must be positive semi-definite, but its smallest "
             f"eigenvalue is {eig[0]:.3g} (largest {eig[-1]:.3g}); pass a covariance matrix, "
             "e.g. np.cov(X, rowvar=False), or one of the estimates by name")
-    return CovarianceFit(mean, cov, None, False)
+    return CovarianceFit(mean, cov, None)
 
 
 #: Relative size of a negative eigenvalue of a precomputed covariance still taken for
@@ -133,7 +130,7 @@ def robust_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarra
         p = res.support.whitening.shape[1] if res.support is not None else 0
         rows = (RowCovariance(consistency_factor(p, REWEIGHT_QUANTILE), 0, 0.0, res.support)
                 if res.support is not None else None)
-        return CovarianceFit(res.location, res.covariance, rows, True)
+        return CovarianceFit(res.location, res.covariance, rows)
     if spec in ("ledoit-wolf", "oas"):
         if spec == "ledoit-wolf":
             cov, shrinkage = ledoit_wolf(_need(x, "ledoit-wolf"), n, mean, scatter, token=token)
@@ -141,7 +138,7 @@ def robust_covariance(spec: object, n: int, mean: np.ndarray, scatter: np.ndarra
             cov, shrinkage = oas_shrunk(n, scatter)
         # (1 - s) * scatter / n + s * mu * I, mu the mean variance (scikit-learn's formulas)
         mu = float(np.trace(scatter)) / (n * scatter.shape[0])
-        return CovarianceFit(mean, cov, RowCovariance(1.0 - shrinkage, 0, shrinkage * mu), False)
+        return CovarianceFit(mean, cov, RowCovariance(1.0 - shrinkage, 0, shrinkage * mu))
     raise ValueError(
         f"covariance must be one of {', '.join(repr(m) for m in COVARIANCE_METHODS)} or a "
         f"(d, d) array, got {spec!r}"

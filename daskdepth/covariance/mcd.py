@@ -57,6 +57,12 @@ MCD_SAMPLE_WORK = 1 << 26
 MCD_SAMPLE_MIN = 1500
 
 
+#: Least rows of the sample per row of an elemental subset (``p + 1``), also for
+#: a ``sample_size`` given: the random subsets, and the support scaled to the
+#: sample, need many more rows than dimensions.
+MCD_SAMPLE_PER_SUBSET_ROW = 20
+
+
 #: Bytes of rows near the selection threshold that a pass may collect in all
 #: (but at least ``COLLECT_MIN_ROWS`` rows).
 COLLECT_BYTES = 64 * 2**20
@@ -143,7 +149,7 @@ def subsample(x: da.Array, *, seed: int, size: int, token: str) -> np.ndarray:
     return out
 
 
-def mcd_sample_size(n_total: int, p: int) -> int:
+def mcd_sample_size(p: int) -> int:
     """Rows of the in-memory FastMCD sample for ``p`` features."""
     return int(min(MCD_SAMPLE_ROWS, max(MCD_SAMPLE_MIN, MCD_SAMPLE_WORK // max(1, p * p))))
 
@@ -360,7 +366,8 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     h = support_size(n, p, frac)
     raw_factor = consistency_factor(p, h / n)
     rw_thr = reweight_threshold(p, raw_factor)
-    size = max(sample_size if sample_size is not None else mcd_sample_size(n, p), 20 * (p + 1))
+    size = max(sample_size if sample_size is not None else mcd_sample_size(p),
+               MCD_SAMPLE_PER_SUBSET_ROW * (p + 1))
     z = (subsample(x, seed=seed ^ _STREAM, size=size, token=token) - mean) @ basis
     if equivariant:
         t = invariant_coordinates(z)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 from typing import Any
 
 from sklearn.utils._param_validation import StrOptions
@@ -10,20 +9,40 @@ from sklearn.utils._param_validation import StrOptions
 from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
 from ..summary.statistics import MIN
-from .base import _PARAMS_DOC, DepthDetector
-from .params import CONSTRAINTS, DEFAULT_TOL, short_number
+from .base import DepthDetector
+from .params import CONSTRAINTS, DEFAULT_TOL
 
 
-def _without_auto(doc: str) -> str:
-    """The parameters' text for a depth that has no ``n_directions='auto'``."""
-    out, count = re.subn(r"int, 'auto' or None(.*?); 'auto' picks .*?is the ``m`` used\.",
-                         r"int or None\1.", doc, count=1, flags=re.S)
-    if count != 1:  # pragma: no cover - the shared text changed: update this pattern
-        raise RuntimeError("the n_directions text of _PARAMS_DOC no longer mentions 'auto'")
-    return out
+class AIIRW(DepthDetector):
+    """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
 
-#: AI-IRW's frame parameter.
-_FRAME_DOC = """    frame : {'correlation', 'invariant'}, default='correlation'
+    The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
+    uniform on the sphere and ``W W^T = Sigma^{-1}``, the smaller of the shares
+    of reference points on either side of ``x`` along ``v_j``.  Low depth means
+    outlying.  Works on NumPy, dask and xarray input; large inputs are fitted in
+    a few chunked passes and scored with one ``map_blocks``.
+
+    Parameters
+    ----------
+    n_directions : int, 'auto' or None, default=None
+        Number of random directions ``m``; None means ``100 * n_features``, the
+        paper's choice; 'auto' picks the smallest ``m`` (between 50 and 2,500)
+        for which the depth's Monte Carlo standard error (see
+        ``score_samples(X, return_std=True)``) is at most 0.005 for every point
+        of a pilot (100 directions, 2,000 points of the row sample against up
+        to 16,384 of its rows).  ``n_directions_`` is the ``m`` used.
+    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
+(n_features, n_features), default='sample'
+        Covariance estimate that defines the whitening.  'mcd' is the reweighted
+        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
+        ``MinCovDet``; its robust location also becomes ``location_``), computed
+        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
+        and 'oas' are shrinkage estimates.  A singular covariance is handled in
+        its principal subspace (with a warning).
+    support_fraction : float in (0, 1] or None, default=None
+        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
+        means ``(n + d + 1) / 2n``, as scikit-learn.
+    frame : {'correlation', 'invariant'}, default='correlation'
         Axes in which the directions ``u_j`` are drawn.  The whitening ``W`` is
         only defined up to a rotation, and with finitely many directions the
         depth depends on it: 'correlation' uses the whitening's own axes (the
@@ -48,36 +67,73 @@ _FRAME_DOC = """    frame : {'correlation', 'invariant'}, default='correlation'
         depths' distribution is the same in any frame, so accuracy and outlier
         detection do not change; choose 'invariant' when results must agree
         across units or coordinate systems at finite ``m``.
-"""
+    tol : float, default=1e-4
+        Certified bound on the absolute difference between the computed depth and
+        the exact depth for the same directions; ``error_bound_ <= tol`` after
+        fitting.  ``tol=0`` gives the exact depth, at a memory cost that grows with
+        the number of distinct reference values (the mode for moderate n).
+    contamination : float in (0, 0.5], default=0.1
+        Expected share of outliers; sets ``offset_``.
+    random_state : int, RandomState or None, default=None
+        Seeds the directions and the row sample, on the client only: results do
+        not depend on chunking, workers or scheduler.
+    nan_policy : {'raise', 'omit'}, default='raise'
+        'raise' rejects rows with NaN or inf, naming how many and which;
+        'omit' leaves them out of the fit and gives them NaN depth.
+    verbose : int, default=0
+        0 prints nothing; 1 or more prints the phases of ``fit`` and
+        ``fit_predict`` to stdout as they run, named as the command line names
+        them (``moments``, ``histogram``, ...): with dask's local schedulers on
+        a terminal or in a notebook, a progress bar per phase that stays with
+        the phase's time when it ends; otherwise (a distributed client, or
+        output to a file) a line when each phase starts and one when it ends,
+        with its time.  A last line gives the total time and the passes over
+        the data.  It does not change any result.
 
-#: AI-IRW's covariance parameters, also the halfspace depth's (with ``affine_invariant``).
-_COVARIANCE_DOC = """    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
-(n_features, n_features), default='sample'
-        Covariance estimate that defines the whitening.  'mcd' is the reweighted
-        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
-        ``MinCovDet``; its robust location also becomes ``location_``), computed
-        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
-        and 'oas' are shrinkage estimates.  A singular covariance is handled in
-        its principal subspace (with a warning).
-    support_fraction : float in (0, 1] or None, default=None
-        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
-        means ``(n + d + 1) / 2n``, as scikit-learn.
-"""
+    Attributes
+    ----------
+    location_ : ndarray of shape (n_features,)
+        Mean of the reference rows, or their robust location for
+        ``covariance='mcd'`` (projections are centred on it).
+    covariance_ : ndarray of shape (n_features, n_features)
+        Covariance estimate that defines the whitening.
+    directions_ : ndarray of shape (n_directions, n_features)
+        Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
+        symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    covariance_rank_ : int
+        Rank of ``covariance_`` used for whitening (AI-IRW).
+    basis_ : ndarray of shape (n_features, covariance_rank_)
+        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
+        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
+        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
+        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
+        ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
+        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
+        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    n_samples_fit_ : int
+        Number of finite reference rows.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when the input had string feature names (DataFrame columns or a
+        DataArray feature coordinate).
+    error_bound_ : float
+        Certified bound on |computed - exact| depth for the same directions, at
+        most ``tol``: the summary's approximation.  The Monte Carlo error of
+        using ``m`` random directions at all is another matter, estimated per
+        point by ``score_samples(X, return_std=True)``.
+    offset_ : float
+        ``contamination`` quantile of the training depths (estimated on a row
+        sample of at most 65,536 rows when there are more: within about 1e-3 in
+        rank).
+    n_passes_ : int
+        Leaf passes over the data after the moments pass: one histogram pass
+        per wave of directions (more than one when the workers' memory cannot
+        hold all directions' leaf counts at once) and one refinement pass if
+        any (0 when the data fits the in-memory exact path).
+    summary_ : DepthSummary
+        The merged per-direction summaries used for scoring.
 
-
-class AIIRW(DepthDetector):
-    __doc__ = (
-        """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
-
-    The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
-    uniform on the sphere and ``W W^T = Sigma^{-1}``, the smaller of the shares
-    of reference points on either side of ``x`` along ``v_j``.  Low depth means
-    outlying.  Works on NumPy, dask and xarray input; large inputs are fitted in
-    a few chunked passes and scored with one ``map_blocks``.
-"""
-        + _PARAMS_DOC.format(cov=_COVARIANCE_DOC + _FRAME_DOC,
-                             cov_attr=" that defines the whitening", tol=short_number(DEFAULT_TOL))
-        + """
     Examples
     --------
     >>> import numpy as np
@@ -89,8 +145,7 @@ class AIIRW(DepthDetector):
     True
     >>> model.predict(np.array([[6.0, 6.0, 6.0]]))
     array([-1])
-"""
-    )
+    """
 
     depth_name = "ai-irw"
     display_name = "AI-IRW"
@@ -121,16 +176,88 @@ class AIIRW(DepthDetector):
 
 
 class IRW(DepthDetector):
-    __doc__ = (
-        """Integrated rank-weighted (IRW) depth outlier detector.
+    """Integrated rank-weighted (IRW) depth outlier detector.
 
     Like :class:`AIIRW` with directions uniform on the sphere of the input
     space (no whitening): cheaper, but not affine invariant, so features should
     be on comparable scales.
-"""
-        + _PARAMS_DOC.format(cov="", cov_attr=" (informative; IRW does not whiten)",
-                             tol=short_number(DEFAULT_TOL))
-        + """
+
+    Parameters
+    ----------
+    n_directions : int, 'auto' or None, default=None
+        Number of random directions ``m``; None means ``100 * n_features``, the
+        paper's choice; 'auto' picks the smallest ``m`` (between 50 and 2,500)
+        for which the depth's Monte Carlo standard error (see
+        ``score_samples(X, return_std=True)``) is at most 0.005 for every point
+        of a pilot (100 directions, 2,000 points of the row sample against up
+        to 16,384 of its rows).  ``n_directions_`` is the ``m`` used.
+    tol : float, default=1e-4
+        Certified bound on the absolute difference between the computed depth and
+        the exact depth for the same directions; ``error_bound_ <= tol`` after
+        fitting.  ``tol=0`` gives the exact depth, at a memory cost that grows with
+        the number of distinct reference values (the mode for moderate n).
+    contamination : float in (0, 0.5], default=0.1
+        Expected share of outliers; sets ``offset_``.
+    random_state : int, RandomState or None, default=None
+        Seeds the directions and the row sample, on the client only: results do
+        not depend on chunking, workers or scheduler.
+    nan_policy : {'raise', 'omit'}, default='raise'
+        'raise' rejects rows with NaN or inf, naming how many and which;
+        'omit' leaves them out of the fit and gives them NaN depth.
+    verbose : int, default=0
+        0 prints nothing; 1 or more prints the phases of ``fit`` and
+        ``fit_predict`` to stdout as they run, named as the command line names
+        them (``moments``, ``histogram``, ...): with dask's local schedulers on
+        a terminal or in a notebook, a progress bar per phase that stays with
+        the phase's time when it ends; otherwise (a distributed client, or
+        output to a file) a line when each phase starts and one when it ends,
+        with its time.  A last line gives the total time and the passes over
+        the data.  It does not change any result.
+
+    Attributes
+    ----------
+    location_ : ndarray of shape (n_features,)
+        Mean of the reference rows, or their robust location for
+        ``covariance='mcd'`` (projections are centred on it).
+    covariance_ : ndarray of shape (n_features, n_features)
+        Covariance estimate (informative; IRW does not whiten).
+    directions_ : ndarray of shape (n_directions, n_features)
+        Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
+        symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    covariance_rank_ : int
+        Rank of ``covariance_`` used for whitening (AI-IRW).
+    basis_ : ndarray of shape (n_features, covariance_rank_)
+        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
+        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
+        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
+        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
+        ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
+        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
+        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    n_samples_fit_ : int
+        Number of finite reference rows.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when the input had string feature names (DataFrame columns or a
+        DataArray feature coordinate).
+    error_bound_ : float
+        Certified bound on |computed - exact| depth for the same directions, at
+        most ``tol``: the summary's approximation.  The Monte Carlo error of
+        using ``m`` random directions at all is another matter, estimated per
+        point by ``score_samples(X, return_std=True)``.
+    offset_ : float
+        ``contamination`` quantile of the training depths (estimated on a row
+        sample of at most 65,536 rows when there are more: within about 1e-3 in
+        rank).
+    n_passes_ : int
+        Leaf passes over the data after the moments pass: one histogram pass
+        per wave of directions (more than one when the workers' memory cannot
+        hold all directions' leaf counts at once) and one refinement pass if
+        any (0 when the data fits the in-memory exact path).
+    summary_ : DepthSummary
+        The merged per-direction summaries used for scoring.
+
     Examples
     --------
     >>> import numpy as np
@@ -139,8 +266,7 @@ class IRW(DepthDetector):
     >>> depth = daskdepth.IRW(random_state=0).fit(X).score_samples(X)
     >>> depth.shape, bool(0 <= depth.min() and depth.max() <= 0.5)
     ((500,), True)
-"""
-    )
+    """
 
     depth_name = "irw"
     display_name = "IRW"
@@ -196,8 +322,7 @@ def affine_covariance_spec(self: Any) -> object:
 
 
 class Halfspace(DepthDetector):
-    __doc__ = (
-        """Random halfspace (Tukey) depth outlier detector.
+    """Random halfspace (Tukey) depth outlier detector.
 
     The depth of ``x`` is the smallest, over ``m`` random directions ``v_j``,
     share of reference points on the smaller side of ``x`` along ``v_j``:
@@ -215,16 +340,93 @@ class Halfspace(DepthDetector):
     With ``affine_invariant=True`` the directions are drawn as AI-IRW draws
     them (``v_j = W u_j``, ``W W^T = Sigma^{-1}``), which makes the depth
     invariant under affine maps of the data.
-"""
-        + _without_auto(_PARAMS_DOC).format(
-            cov="""    affine_invariant : bool, default=False
+
+    Parameters
+    ----------
+    n_directions : int or None, default=None
+        Number of random directions ``m``; None means ``100 * n_features``, the
+        paper's choice.
+    affine_invariant : bool, default=False
         Draw the directions whitened by the covariance, as :class:`AIIRW`
         does; ``covariance`` and ``support_fraction`` apply only then.
-""" + _COVARIANCE_DOC,
-            cov_attr=" (that defines the whitening with ``affine_invariant=True``)",
-            tol=short_number(DEFAULT_TOL),
-        )
-        + """
+    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
+(n_features, n_features), default='sample'
+        Covariance estimate that defines the whitening.  'mcd' is the reweighted
+        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
+        ``MinCovDet``; its robust location also becomes ``location_``), computed
+        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
+        and 'oas' are shrinkage estimates.  A singular covariance is handled in
+        its principal subspace (with a warning).
+    support_fraction : float in (0, 1] or None, default=None
+        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
+        means ``(n + d + 1) / 2n``, as scikit-learn.
+    tol : float, default=1e-4
+        Certified bound on the absolute difference between the computed depth and
+        the exact depth for the same directions; ``error_bound_ <= tol`` after
+        fitting.  ``tol=0`` gives the exact depth, at a memory cost that grows with
+        the number of distinct reference values (the mode for moderate n).
+    contamination : float in (0, 0.5], default=0.1
+        Expected share of outliers; sets ``offset_``.
+    random_state : int, RandomState or None, default=None
+        Seeds the directions and the row sample, on the client only: results do
+        not depend on chunking, workers or scheduler.
+    nan_policy : {'raise', 'omit'}, default='raise'
+        'raise' rejects rows with NaN or inf, naming how many and which;
+        'omit' leaves them out of the fit and gives them NaN depth.
+    verbose : int, default=0
+        0 prints nothing; 1 or more prints the phases of ``fit`` and
+        ``fit_predict`` to stdout as they run, named as the command line names
+        them (``moments``, ``histogram``, ...): with dask's local schedulers on
+        a terminal or in a notebook, a progress bar per phase that stays with
+        the phase's time when it ends; otherwise (a distributed client, or
+        output to a file) a line when each phase starts and one when it ends,
+        with its time.  A last line gives the total time and the passes over
+        the data.  It does not change any result.
+
+    Attributes
+    ----------
+    location_ : ndarray of shape (n_features,)
+        Mean of the reference rows, or their robust location for
+        ``covariance='mcd'`` (projections are centred on it).
+    covariance_ : ndarray of shape (n_features, n_features)
+        Covariance estimate (that defines the whitening with ``affine_invariant=True``).
+    directions_ : ndarray of shape (n_directions, n_features)
+        Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
+        symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    covariance_rank_ : int
+        Rank of ``covariance_`` used for whitening (AI-IRW).
+    basis_ : ndarray of shape (n_features, covariance_rank_)
+        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
+        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
+        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
+        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
+        ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
+        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
+        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    n_samples_fit_ : int
+        Number of finite reference rows.
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str
+        Defined when the input had string feature names (DataFrame columns or a
+        DataArray feature coordinate).
+    error_bound_ : float
+        Certified bound on |computed - exact| depth for the same directions, at
+        most ``tol``: the summary's approximation.  The Monte Carlo error of
+        using ``m`` random directions at all is another matter, estimated per
+        point by ``score_samples(X, return_std=True)``.
+    offset_ : float
+        ``contamination`` quantile of the training depths (estimated on a row
+        sample of at most 65,536 rows when there are more: within about 1e-3 in
+        rank).
+    n_passes_ : int
+        Leaf passes over the data after the moments pass: one histogram pass
+        per wave of directions (more than one when the workers' memory cannot
+        hold all directions' leaf counts at once) and one refinement pass if
+        any (0 when the data fits the in-memory exact path).
+    summary_ : DepthSummary
+        The merged per-direction summaries used for scoring.
+
     Examples
     --------
     >>> import numpy as np
@@ -236,8 +438,7 @@ class Halfspace(DepthDetector):
     (True, 0.0)
     >>> model.error_bound_
     0.0
-"""
-    )
+    """
 
     depth_name = "halfspace"
     display_name = "halfspace (Tukey)"

@@ -11,13 +11,13 @@ from ..fitting.projection import fit_projection
 from ..summary.projection import ProjectionSummary
 from ..summary.statistics import WHOLE
 from .base import DepthDetector
-from .depths import _COVARIANCE_DOC, affine_covariance_spec, affine_display_name, affine_whitens
+from .depths import affine_covariance_spec, affine_display_name, affine_whitens
 from .inputs import Input
 from .params import CONSTRAINTS
 
 
 class Projection(DepthDetector):
-    __doc__ = """Projection depth outlier detector over random directions.
+    """Projection depth outlier detector over random directions.
 
     The depth of ``x`` is ``1 / (1 + O(x))`` with the outlyingness
     ``O(x) = max_j |<x - location_, v_j> - med_j| / mad_j`` over ``m`` random
@@ -49,7 +49,18 @@ class Projection(DepthDetector):
     affine_invariant : bool, default=False
         Draw the directions whitened by the covariance, as :class:`AIIRW`
         does; ``covariance`` and ``support_fraction`` apply only then.
-""" + _COVARIANCE_DOC + """    contamination : float in (0, 0.5], default=0.1
+    covariance : {'sample', 'mcd', 'ledoit-wolf', 'oas'} or array of shape \
+(n_features, n_features), default='sample'
+        Covariance estimate that defines the whitening.  'mcd' is the reweighted
+        Minimum Covariance Determinant (robust to outliers, as scikit-learn's
+        ``MinCovDet``; its robust location also becomes ``location_``), computed
+        with a bounded in-memory sample and a few chunked passes; 'ledoit-wolf'
+        and 'oas' are shrinkage estimates.  A singular covariance is handled in
+        its principal subspace (with a warning).
+    support_fraction : float in (0, 1] or None, default=None
+        Share of rows in the raw MCD support (``covariance='mcd'`` only); None
+        means ``(n + d + 1) / 2n``, as scikit-learn.
+    contamination : float in (0, 0.5], default=0.1
         Expected share of outliers; sets ``offset_``.
     random_state : int, RandomState or None, default=None
         Seeds the directions and the row sample, on the client only.

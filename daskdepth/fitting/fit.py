@@ -28,12 +28,11 @@ from ..runtime.memory import (
     directions_per_wave,
     free_worker_memory,
     largest_summary_bytes,
-    plan_memory_message,
     prefer_sorted,
     shard_summary,
     sorted_summary_bytes,
-    summary_memory_message,
 )
+from ..runtime.refusals import plan_memory_message, summary_memory_message
 from ..summary.depth import DepthSummary
 from ..summary.statistics import MEAN, Statistic
 from .frame import frame_message, invariant_basis

@@ -20,7 +20,7 @@ from ..errors import FitTooLargeError, nan_rows_message
 from ..kernels.directions import uniform_sphere
 from ..kernels.mass import subsample_projections
 from ..passes.sampling import RowSample, row_sample_pass
-from ..runtime.memory import mass_plan_message
+from ..runtime.refusals import mass_plan_message
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
 from .fit import SAMPLE_BYTES, SAMPLE_MAX

@@ -21,7 +21,8 @@ import numpy as np
 
 from ..errors import ModelFormatError, describe_rows
 from ..estimators import ESTIMATORS
-from ..storage.modelformat import corrupted, malformed, read_model
+from ..storage.codec import corrupted, malformed
+from ..storage.modelformat import read_model
 from ..summary.mass import MassSummary
 
 #: How far (in share of the training depths) ``offset_`` may lie from the

@@ -1,11 +1,11 @@
 """Output stores of batch jobs: a Dataset written as a consolidated Zarr v3 store.
 
-Where a job may write, and how the store appears there only when complete,
-is :mod:`daskdepth.storage.atomic` (:func:`~daskdepth.storage.atomic.check_output`,
-:class:`~daskdepth.storage.atomic.SafeOutput`); this module fills the
-temporary directory that :class:`~daskdepth.storage.atomic.SafeOutput` made,
-marks the store as daskdepth's (the root attribute
-:data:`~daskdepth.storage.atomic.OUTPUT_ATTR`, which lets ``--overwrite``
+Where a job may write is :func:`daskdepth.storage.targets.check_output`, and
+how the store appears there only when complete is
+:class:`daskdepth.storage.atomic.SafeOutput`; this module fills the temporary
+directory that :class:`~daskdepth.storage.atomic.SafeOutput` made, marks the
+store as daskdepth's (the root attribute
+:data:`~daskdepth.storage.targets.OUTPUT_ATTR`, which lets ``--overwrite``
 replace it) and checks that every chunk was written.
 """
 
@@ -21,8 +21,8 @@ import xarray as xr
 
 from ..errors import OutputError
 from ..runtime.client import keep_placement
-from ..storage.atomic import OUTPUT_ATTR, OUTPUT_VERSION
 from ..storage.paths import quiet_zarr
+from ..storage.targets import OUTPUT_ATTR, OUTPUT_VERSION
 
 
 def uniform_chunks(x: da.Array) -> da.Array:

@@ -26,6 +26,28 @@ MAX_CSTEPS = 30
 REWEIGHT_QUANTILE = 0.975
 
 
+#: Values (candidates x rows x features) whose distances the batched C-steps
+#: compute at once: bounds their temporary arrays (32 MiB of float64 each)
+#: while keeping each batch's matrix products large.
+CSTEP_BATCH_VALUES = 1 << 22
+
+
+#: A singular elemental start grows by ``1 / ELEMENTAL_GROWTH`` of its rows (at
+#: least one) at a time until its covariance is regular: few steps, ending near
+#: the smallest regular subset.
+ELEMENTAL_GROWTH = 8
+
+
+#: C-steps of every random start (on its subset, or on the sample when that is
+#: one subset) before the best are kept, and of those best on the merged
+#: subsets: the determinant falls most in the first steps, so a few rank the
+#: starts, and the kept ones are concentrated to convergence afterwards.
+START_CSTEPS = 3
+
+
+MERGED_CSTEPS = 2
+
+
 def consistency_factor(p: int, alpha: float) -> float:
     """Factor making the covariance of the ``alpha`` most central share consistent.
 
@@ -62,7 +84,7 @@ def _cstep_batch(x: np.ndarray, h: int, locs: np.ndarray, covs: np.ndarray, step
     """``steps`` C-steps for each of K candidates (locs (K, p), covs (K, p, p))."""
     m, p = x.shape
     w, logdet = whiten_batch(covs)
-    per = max(1, (1 << 22) // max(1, m * p))
+    per = max(1, CSTEP_BATCH_VALUES // max(1, m * p))
     for _ in range(steps):
         new_locs = np.empty_like(locs)
         new_covs = np.empty_like(covs)
@@ -91,7 +113,7 @@ def _elemental_starts(x: np.ndarray, n_starts: int, limit: int,
     for k in np.flatnonzero(~np.isfinite(logdet)):
         size = p + 1
         while size < limit:
-            size = min(limit, size + max(1, size // 8))
+            size = min(limit, size + max(1, size // ELEMENTAL_GROWTH))
             loc, cov = _cov_batch(x[order[k, :size]][None])
             if np.isfinite(whiten(cov[0])[1]):
                 break
@@ -130,9 +152,10 @@ def fast_mcd_candidates(x: np.ndarray, h: int, rng: np.random.Generator,
     """Starts for the C-steps on rows ``x`` (in memory): FastMCD's and a few more.
 
     FastMCD (Rousseeuw and Van Driessen, 1999): random (p+1)-subsets, each
-    followed by two C-steps, on up to five disjoint subsets of about 300 rows;
-    the best ``n_best`` per subset get two more C-steps on the merged subsets,
-    and the best ``n_best`` of those are kept.  Small subsets favour near exact
+    followed by :data:`START_CSTEPS` C-steps, on up to :data:`MAX_SUBSETS`
+    disjoint subsets of about :data:`SUBSET_SIZE` rows; the best ``n_best`` per
+    subset get :data:`MERGED_CSTEPS` more C-steps on the merged subsets, and the
+    best ``n_best`` of those are kept.  Small subsets favour near exact
     fits on data with many repeated values, which can lead the C-steps on all
     of ``x`` to a poor local optimum, so :func:`extra_candidates` adds starts
     that see all of ``x``.  None is iterated to convergence yet; ``h`` is the
@@ -176,7 +199,7 @@ def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
     n_starts = int(np.clip(START_FLOPS / per_start, 30, N_STARTS))
     if m <= 2 * sub:
         locs, covs = _elemental_starts(x, n_starts, h, rng)
-        locs, covs, logdet = _cstep_batch(x, h, locs, covs, 3)
+        locs, covs, logdet = _cstep_batch(x, h, locs, covs, START_CSTEPS)
         best = np.argsort(logdet, kind="stable")[:n_best]
         return [Candidate(locs[i], covs[i], float(logdet[i])) for i in best]
     k = min(MAX_SUBSETS, m // sub)
@@ -190,7 +213,7 @@ def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
     def subset_best(i: int) -> tuple[np.ndarray, np.ndarray]:
         xs = x[perm[i * sub:(i + 1) * sub]]
         locs, covs = _elemental_starts(xs, per, h_sub, draws[i])
-        locs, covs, logdet = _cstep_batch(xs, h_sub, locs, covs, 3)
+        locs, covs, logdet = _cstep_batch(xs, h_sub, locs, covs, START_CSTEPS)
         best = np.argsort(logdet, kind="stable")[:n_best]
         return locs[best], covs[best]
 
@@ -200,7 +223,7 @@ def _fast_mcd_starts(x: np.ndarray, h: int, rng: np.random.Generator,
     merged = x[perm[:k * sub]]
     h_merged = int(np.ceil(merged.shape[0] * frac))
     locs, covs, logdet = _cstep_batch(merged, h_merged, np.concatenate(pooled_l),
-                                      np.concatenate(pooled_c), 2)
+                                      np.concatenate(pooled_c), MERGED_CSTEPS)
     best = np.argsort(logdet, kind="stable")[:n_best]
     return [Candidate(locs[i], covs[i], float(logdet[i])) for i in best]
 

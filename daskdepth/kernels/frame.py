@@ -27,7 +27,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from .moments import Moments, empty_moments, merge_weighted, moments_of
+from .moments import Moments, merge_weighted, moments_of
 from .selection import chunk_distances
 from .whitening import CANONICAL_BITS, whiten
 
@@ -110,12 +110,6 @@ def frame_merge(*parts: FrameMoments) -> FrameMoments:
         out = FrameMoments(rows, out.n + p.n, out.fourth + p.fourth, out.third + p.third,
                            out.sixth + p.sixth)
     return out
-
-
-def empty_frame_moments(r: int, rows: bool) -> FrameMoments:
-    """The moments of no rows."""
-    return FrameMoments(empty_moments(r) if rows else None, 0.0, np.zeros((r, r)), np.zeros(r),
-                        0.0)
 
 
 def canonical(a: np.ndarray) -> np.ndarray:

@@ -102,8 +102,8 @@ def log_cell(p, c, inv_s, k, gm):
 
 #: Rows routed together: a tile's projections and leaves stay in L1 while each
 #: phase (project, search, use) runs over it.  Short dependency chains per
-#: phase let the CPU overlap many rows' memory loads (measured 1.5x faster than
-#: routing and using one row at a time).
+#: phase let the CPU overlap many rows' memory loads (faster than routing and
+#: using one row at a time).
 TILE = 256
 
 
@@ -112,21 +112,55 @@ TILE = 256
 MAXF = 1.7976931348623157e308
 
 
-@kernel
-def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, ls, lk, gm, keys, k0, tab, pbuf,
-               lbuf):
-    """Projections and leaves (number of keys ``<= p``) of rows ``t0 .. t1 - 1``.
+class Grid(NamedTuple):
+    """One direction's guide grid, read once per direction by the block kernels.
 
-    Projections are summed feature by feature in a fixed order, so a row's
-    value does not depend on its chunk and equals :func:`project`'s (BLAS may
-    reorder sums by shape); with ``direct`` they are read from ``P``.  The
-    search starts at the first key of the row's guide cell (:func:`cell`, or
-    :func:`log_cell` when ``ls > 0``) and counts the keys ``<= p`` among the next
-    eight without branches; a cell with more than seven keys ``<= p`` (rare with
-    four cells per key and a guide fitted to the keys) continues linearly until a
-    ``+inf`` sentinel.  Invalid rows get projection 0 and are skipped by callers.
+    ``lo``, ``sc``: a linear grid's origin and scale; ``ls``, ``lk``: a
+    logarithmic grid's inverse scale and cells per octave (``ls > 0``: the
+    grid is logarithmic, :func:`log_cell`); ``gm = g + 0.5``; ``k0``: where
+    the direction's keys start.
     """
+
+    lo: float
+    sc: float
+    ls: float
+    lk: float
+    gm: float
+    k0: np.uint64
+
+
+@kernel
+def direction_grid(router, jj):
+    """The :class:`Grid` of direction ``jj`` of a block's :class:`Router`."""
+    return Grid(router.g_lo[jj], router.g_scale[jj], router.g_log[jj, 0], router.g_log[jj, 1],
+                router.g + 0.5, np.uint64(router.kptr[jj]))
+
+
+@kernel
+def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
+    """Projections and leaves of rows ``t0 .. t1 - 1`` on direction ``jj`` of a block.
+
+    ``proj`` is a :class:`Projection`, ``grid`` the direction's :class:`Grid`
+    (:func:`direction_grid`), ``keys`` the block's padded keys and ``tab`` the
+    direction's row of the guide table; ``pbuf[i - t0]`` receives row ``i``'s
+    projection ``p`` and ``lbuf[i - t0]`` its leaf (the number of the
+    direction's keys ``<= p``).  Projections are summed feature by feature in a
+    fixed order, so a row's value does not depend on its chunk and equals
+    :func:`project`'s (BLAS may reorder sums by shape); with ``direct`` they
+    are read from ``P``.  The search starts at the first key of the row's
+    guide cell (:func:`cell`, or :func:`log_cell` where the direction's grid is
+    logarithmic) and counts the keys ``<= p`` among the next eight without
+    branches; a cell with more than seven keys ``<= p`` (rare with four cells
+    per key and a guide fitted to the keys) continues linearly until a ``+inf``
+    sentinel.  Invalid rows get projection 0 and are skipped by callers.
+
+    The grid's scalars come as one record made once per direction, and the
+    arrays as arguments: unpacking the block's :class:`Router` here, once per
+    tile, keeps more values live in the callers' loops.
+    """
+    X, V, P, direct = proj
     d = X.shape[1]
+    lo, sc, ls, lk, gm, k0 = grid
     for i in range(t0, t1):
         if not valid[i]:
             p = 0.0
@@ -141,9 +175,7 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, ls, lk, gm, keys, k0,
         elif p > MAXF:
             p = MAXF
         pbuf[i - t0] = p
-    # The grid is the direction's: tested once per tile, not per row (counting one
-    # chunk of Http into a block of 32 directions: 7.9 ms against 9.2-9.8 ms with the
-    # test in the row loop, interleaved medians of 7; same leaves).
+    # The grid is the direction's: tested once per tile, not in the row loop.
     if ls > 0.0:
         for s in range(t1 - t0):
             lbuf[s] = k0 + np.uint64(tab[log_cell(pbuf[s], lo, ls, lk, gm)])
@@ -162,8 +194,7 @@ def route_tile(X, V, P, direct, valid, jj, t0, t1, lo, sc, ls, lk, gm, keys, k0,
 
 
 #: Rows projected together by :func:`project_columns`: the tile's columns (``d``
-#: rows of 4 KiB) stay in L2 while every group of four directions reads them
-#: (measured best from d = 5 to 166).
+#: rows of 4 KiB) stay in L2 while every group of four directions reads them.
 PROJECT_TILE = 512
 
 
@@ -224,8 +255,8 @@ def project_columns(xt, V, P):
     however rows are tiled or chunked.  Tiled for speed: tiles of
     :data:`PROJECT_TILE` rows, four directions and four features per sweep
     (one load and store of a projection per four products), rows innermost in
-    SIMD lanes; about 2x faster than one direction and one feature per sweep
-    for 36 to 166 features, and as fast for 5.
+    SIMD lanes: faster than one direction and one feature per sweep for wide
+    rows, and as fast for narrow ones.
     """
     d, nr = xt.shape
     mb = V.shape[0]
@@ -350,21 +381,19 @@ def count_block(proj, valid, weight, router, counts, ext):
     counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds the
     ``(min, max)`` of direction ``jj``'s projections, kept in registers.
     """
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(g_lo.size):
-        k0 = np.uint64(kptr[jj])
+    for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         lo = ext[jj, 0]
         hi = ext[jj, 1]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 if not valid[t0 + s]:
                     continue
@@ -383,9 +412,7 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     Only the directions with ``dirs[jj]`` set are routed.  ``expected`` sizes
     the output buffer, which grows if it is exceeded.
     """
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
@@ -394,15 +421,15 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     values = np.empty(cap, dtype=np.float64)
     weights = np.empty(cap, dtype=np.float64)
     h = 0
-    for jj in range(g_lo.size):
+    for jj in range(router.g_lo.size):
         if not dirs[jj]:
             continue
-        k0 = np.uint64(kptr[jj])
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 node = l0 + np.int64(lbuf[s])
                 if not (valid[t0 + s] and wanted[node]):
@@ -428,19 +455,17 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
 @kernel
 def score_block(proj, valid, router, lut, out):
     """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(g_lo.size):
-        k0 = np.uint64(kptr[jj])
+    for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
 
@@ -452,19 +477,17 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     The sums of squares give each point's spread over directions (its Monte
     Carlo standard error).
     """
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(g_lo.size):
-        k0 = np.uint64(kptr[jj])
+    for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 out[t0 + s] += v
@@ -478,19 +501,17 @@ def score_block_min(proj, valid, router, lut, out):
     The halfspace (Tukey) depth takes the minimum over directions where IRW
     depths take the mean.
     """
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(g_lo.size):
-        k0 = np.uint64(kptr[jj])
+    for jj in range(router.g_lo.size):
         l0 = lptr[jj]
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 v = np.float64(lut[l0 + np.int64(lbuf[s])])
                 if v < out[t0 + s]:

@@ -173,6 +173,13 @@ def resolve(part: SelectPart, h: int, bracket: tuple[float, float]) -> Resolved:
     return Resolved(None, (float(part.vmin[j]), float(part.vmax[j])), int(part.counts[j]))
 
 
+#: Edges of each of the two grids of a distance histogram (the sample's
+#: quantiles, and a uniform grid over the bracket): 64 bins each, so that a pass
+#: missing the bracket still finds the ``h``-th distance in a bin of at most
+#: about a 64th of the rows, with a small histogram per chunk.
+BRACKET_EDGES = 65
+
+
 def predict_bracket(sample_d2: np.ndarray, h: int, n: int,
                     z: float = 5.0) -> tuple[tuple[float, float], np.ndarray]:
     """Bracket likely to hold the ``h``-th smallest of ``n`` distances, and histogram edges.
@@ -190,9 +197,9 @@ def predict_bracket(sample_d2: np.ndarray, h: int, n: int,
     hi = int(np.ceil(centre + half))
     a = float(sample_d2[lo]) if lo >= 0 else 0.0
     b = float(sample_d2[hi]) if hi < s else np.inf
-    outer = np.quantile(sample_d2, np.linspace(0, 1, 65)[1:-1]) if s else np.zeros(0)
+    outer = np.quantile(sample_d2, np.linspace(0, 1, BRACKET_EDGES)[1:-1]) if s else np.zeros(0)
     top = b if np.isfinite(b) else (float(sample_d2[-1]) if s else a)
-    inner = np.linspace(a, max(top, a), 65)
+    inner = np.linspace(a, max(top, a), BRACKET_EDGES)
     edges = np.unique(np.concatenate([outer, inner, [a]]))
     return (a, b), edges
 

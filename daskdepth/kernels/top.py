@@ -29,7 +29,7 @@ from .ranks import (
     _window_starts,
 )
 from .ranks import TILE as SORTED_TILE
-from .routing import TILE, route_tile
+from .routing import TILE, direction_grid, route_tile
 
 #: Direction index of an empty slot: any real direction sorts before it.
 NO_DIRECTION = np.iinfo(np.int64).max
@@ -121,23 +121,21 @@ def top_block(proj, valid, router, lut, j0, inv_scale, tv, tt, td, ts):
     the largest tabulated value, which holds or borders the median), +1 after
     it, 0 in it.
     """
-    X, V, P, direct = proj
-    g_lo, g_scale, g, kptr, keys, table, lptr, g_log = router
-    gm = g + 0.5
+    lptr = router.lptr
     nr = valid.size
     pbuf = np.empty(TILE)
     lbuf = np.empty(TILE, dtype=np.uint64)
     # Each row's k-th value, contiguous: most values are above it and rejected at once.
     thr = tv[:, tv.shape[1] - 1].copy()
-    for jj in range(g_lo.size):
-        k0 = np.uint64(kptr[jj])
+    for jj in range(router.g_lo.size):
         l0 = lptr[jj]
         peak = _deepest_leaf(lut, l0, lptr[jj + 1])
         j = j0 + jj
+        grid = direction_grid(router, jj)
+        tab = router.table[jj]
         for t0 in range(0, nr, TILE):
             t1 = min(nr, t0 + TILE)
-            route_tile(X, V, P, direct, valid, jj, t0, t1, g_lo[jj], g_scale[jj], g_log[jj, 0],
-                       g_log[jj, 1], gm, keys, k0, table[jj], pbuf, lbuf)
+            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
             for s in range(t1 - t0):
                 if not valid[t0 + s]:
                     continue

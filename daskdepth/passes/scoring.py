@@ -37,16 +37,18 @@ from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
 from ..runtime.memory import shard_summary
 from ..runtime.reads import ChunkRead, chunk_reads, gate, passed
+from ..runtime.replicas import replicate
 from ..runtime.shards import (
     ClusterBlock,
     RowGroup,
+    chunk_owners,
     graph_ref,
     hold,
     local_copies,
     on_worker,
     placed,
     row_groups,
-    shards,
+    share,
 )
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
@@ -95,13 +97,16 @@ def _loaded(summary: DepthSummary) -> DepthSummary:
 def _local_summary(summary: Any, token: str) -> Any:
     """The summary as one graph key; blocks held elsewhere are loaded once, by their own keys.
 
-    Under a local scheduler; other summaries than a :class:`DepthSummary`, and
-    any summary on a cluster, are broadcast (:func:`daskdepth.runtime.client.broadcast`).
+    Under a local scheduler; other summaries than a :class:`DepthSummary` are
+    broadcast (:func:`daskdepth.runtime.client.broadcast`).  On a cluster the
+    summary is sent once as a task of its own (:func:`daskdepth.runtime.shards.share`),
+    not scattered: the workers' copies are keys computed from it, so a copy
+    lost with its worker is made again.
     """
     name = key_name("share", token)
-    if isinstance(summary, DepthSummary) and active_client() is not None:
-        return broadcast(_loaded(summary), name)
-    if not isinstance(summary, DepthSummary) or active_client() is not None:
+    if active_client() is not None:  # a key of the graph: a lost worker's copy is made again
+        return share(_loaded(summary) if isinstance(summary, DepthSummary) else summary, name)
+    if not isinstance(summary, DepthSummary):
         return broadcast(summary, name)
     if not any(is_handle(b) for b in summary.blocks):
         return delayed(summary, name=name, traverse=False)
@@ -153,11 +158,18 @@ def _starts(chunks: tuple[float, ...]) -> list[float]:
 
 def _score_sharded(x: da.Array, summary: DepthSummary, statistic: Statistic,
                    raise_nan: bool, token: str) -> da.Array:
-    """Per row chunk: prepare, score against each shard where it is, combine, finish."""
+    """Per row chunk: prepare, score against each shard where it is, combine, finish.
+
+    Each chunk is prepared and finished on the worker where it is, and scored
+    by the shards of that worker's replica group only
+    (:mod:`daskdepth.runtime.replicas`).
+    """
     futures = hold(summary.blocks, key_name("load", token))
     m, n = summary.directions.shape[0], summary.n
     exact = statistic.exact_in_any_order(m, n)
-    groups = shards(futures, keep_order=not exact)
+    copies = replicate(summary.blocks, futures, summary.nbytes, key_name("load", token, "copy"),
+                       keep_order=not exact)
+    owners = chunk_owners(x, sorted(copies.groups.group_of)) or [None] * x.numblocks[0]
     directions = delayed(summary.directions, name=key_name("share", token, "directions"),
                          traverse=False)
     # Preparing and finishing need only the centring, n, m and the arithmetic: a summary
@@ -174,35 +186,39 @@ def _score_sharded(x: da.Array, summary: DepthSummary, statistic: Statistic,
     finals: list[Delayed] = []
     tokens: list[list[Delayed]] = []
     for i, (chunk, start) in enumerate(zip(chunks, _starts(x.chunks[0]), strict=True)):
-        if reads is None:
-            rows = delayed(_prepare_chunk, pure=True)(
-                chunk, shell, raise_nan, start,
-                dask_key_name=(key_name("dedup", token, "score"), i))
-        else:
-            rows = delayed(_prepare_read, pure=True)(
-                chunk, shell, raise_nan, start,
-                *gate(tokens, i),
-                dask_key_name=(key_name("dedup", token, "score"), i))
+        home = owners[i]
+        group = copies.group(home) if home is not None else 0
+        with on_worker(home):  # prepared where the chunk is
+            if reads is None:
+                rows = delayed(_prepare_chunk, pure=True)(
+                    chunk, shell, raise_nan, start,
+                    dask_key_name=(key_name("dedup", token, "score"), i))
+            else:
+                rows = delayed(_prepare_read, pure=True)(
+                    chunk, shell, raise_nan, start,
+                    *gate(tokens, i),
+                    dask_key_name=(key_name("dedup", token, "score"), i))
         running: Any = None
         parts = []
-        for g, (worker, group) in enumerate(groups):
+        for s, (worker, blocks) in enumerate(copies.shards[group]):
             with on_worker(worker):  # each shard's task runs where its blocks are
                 # Exact partial results start empty and are combined in a tree;
                 # otherwise each shard adds into the running sum, in block order.
                 running = delayed(_score_shard, pure=True)(
                     rows, directions, statistic, None if exact else running,
-                    *[futures[b] for b in group],
-                    dask_key_name=(key_name("score", token, "shard"), i, g))
+                    *[copies.futures[group][b] for b in blocks],
+                    dask_key_name=(key_name("score", token, "shard"), i, s))
                 parts.append(running)
-        if exact:
-            running = tree_reduce(parts, partial(_combine, statistic),
-                                  key_name("merge", token, "score", i))
         key = (name, i, 0) if std else (name, i)  # the array's block (i[, 0])
-        finals.append(delayed(_finish, pure=True)(rows, running, statistic, shell,
-                                                  dask_key_name=key))
-        if reads is not None:
-            tokens.append([delayed(passed, pure=True)(
-                finals[-1], dask_key_name=(key_name("gate", token, "score"), i))])
+        with on_worker(home):  # combined and finished where the chunk is
+            if exact:
+                running = tree_reduce(parts, partial(_combine, statistic),
+                                      key_name("merge", token, "score", i))
+            finals.append(delayed(_finish, pure=True)(rows, running, statistic, shell,
+                                                      dask_key_name=key))
+            if reads is not None:
+                tokens.append([delayed(passed, pure=True)(
+                    finals[-1], dask_key_name=(key_name("gate", token, "score"), i))])
     # The tasks keep their layers (and the shard tasks their worker annotations); a
     # layer named as the array, depending on them all, is what later operations on
     # the array (such as writing it) refer to.
@@ -314,11 +330,12 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     rows = (row_groups(x, gated=reads is not None)
             if active_client() is not None and not np.isnan(x.shape[0]) and x.shape[0] else None)
     if rows:  # rows scored where they are, each worker reading its own copy
-        # A plain dask array (as the map below): xarray refuses a Dataset mixing array
-        # types, and a fused task that loses its placement is only placed by dask.
+        # Computed directly, the arrays keep each task on its chunk's worker: a fused
+        # graph loses the placement, and an idle worker would steal tasks, fetching
+        # the chunk and another worker's copy of the summary (writes make them plain).
         out = _score_where_rows_are(x, ref, statistic, raise_nan, token,
                                     rows, reads)
-        return (out[:, 0], out[:, 1]) if std else out
+        return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
     if not std:
         return x.map_blocks(
             _score_chunk, ref, statistic, raise_nan, drop_axis=1, dtype=np.float64,

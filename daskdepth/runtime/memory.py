@@ -1,4 +1,4 @@
-"""Default chunk sizes derived from the memory of the workers that run the tasks.
+"""Sizes: chunks, blocks and waves from the memory of the workers, and a summary's bytes.
 
 A histogram, refinement or scoring task holds a row chunk of ``R`` rows and
 ``d`` features and works on one block of ``B`` directions at a time:
@@ -19,7 +19,8 @@ the directions planned and counted together (a *wave*, see
 
 Neither choice changes results: summaries are built direction by direction
 and their leaf statistics merge exactly, so the depth does not depend on how
-rows are chunked or directions are blocked.
+rows are chunked or directions are blocked.  The warnings and refusals built
+from these sizes are :mod:`daskdepth.runtime.refusals`.
 """
 
 from __future__ import annotations
@@ -73,7 +74,7 @@ class WorkerMemory:
         return max(1, int(self.per_thread * TASK_SHARE))
 
 
-def _local_memory() -> WorkerMemory:
+def local_memory() -> WorkerMemory:
     """The machine's memory (cgroup-aware) shared by the local threaded scheduler."""
     return WorkerMemory(int(MEMORY_LIMIT), os.cpu_count() or 1)
 
@@ -91,7 +92,7 @@ def worker_memory() -> WorkerMemory:
     >>> mem.task_budget > 0 and mem.nthreads >= 1
     True
     """
-    local = _local_memory()
+    local = local_memory()
     client = active_client()
     if client is None:
         return local
@@ -146,8 +147,8 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
 
 #: Bytes per leaf of a fitted summary: its padded key, its tabulated score and
 #: its share of the guide grid (one to four cells of 2 bytes), with scores in
-#: float32 up to 2**23 rows (measured: 14 on Gaussian data, 20 on Http at
-#: tol = 1e-4), float64 above.
+#: float32 up to :data:`~daskdepth.summary.leaves.LUT32_MAX_ROWS` rows, float64
+#: above; an upper estimate (evenly spread keys take fewer guide cells).
 BYTES_PER_LEAF = 20
 
 
@@ -155,8 +156,8 @@ BYTES_PER_LEAF_LARGE_N = 24
 
 
 #: Bytes per leaf while a summary is fitted: as :data:`BYTES_PER_LEAF` with the
-#: leaf count (float32 up to 2**23 rows, float64 above) and a guide grid of up to
-#: four cells per key (measured: 24.0 on Http, Smtp and Satimage-2 at tol = 1e-4).
+#: leaf count (float32 up to :data:`~daskdepth.summary.leaves.LUT32_MAX_ROWS`
+#: rows, float64 above) and a guide grid of up to four cells per key.
 BYTES_PER_FITTING_LEAF = 24
 
 
@@ -164,14 +165,9 @@ BYTES_PER_FITTING_LEAF_LARGE_N = 32
 
 
 #: Leaves of a fitted summary hold about this share of the leaf limit
-#: ``2 tol n`` on average (light neighbours are merged; measured 0.80 on
-#: Gaussian data and 0.82 on Http at tol = 1e-4), so a direction has about
+#: ``2 tol n`` on average (light neighbours are merged), so a direction has about
 #: ``1 / (2 * LEAF_FILL * tol)`` leaves, and at most ``1 / tol``.
 LEAF_FILL = 0.8
-
-
-#: Share of a worker's memory limit above which the summary size is reported.
-SUMMARY_SHARE = 1 / 4
 
 
 #: Share of the smallest worker's memory limit up to which a depth summary is copied
@@ -250,17 +246,26 @@ def largest_summary_bytes(m: int, n: int, tol: float) -> int:
 
     Up to :func:`leaves_per_direction` leaves per direction of
     :data:`BYTES_PER_FITTING_LEAF` bytes: the bound used to refuse a fit that
-    cannot fit (:func:`plan_memory_message`) and to choose the sorted
-    projections instead (:func:`prefer_sorted`).
+    cannot fit (:func:`~daskdepth.runtime.refusals.plan_memory_message`) and to
+    choose the sorted projections instead (:func:`prefer_sorted`).
 
     Examples
     --------
     >>> round(largest_summary_bytes(500, 10**6, 1e-4) / 1e6)
     120
     """
-    per_leaf = (BYTES_PER_FITTING_LEAF if n <= LUT32_MAX_ROWS
-                else BYTES_PER_FITTING_LEAF_LARGE_N)
-    return int(m) * leaves_per_direction(n, tol) * per_leaf
+    return int(m) * leaves_per_direction(n, tol) * fitting_leaf_bytes(n)
+
+
+def fitting_leaf_bytes(n: int) -> int:
+    """Bytes per leaf of a summary of ``n`` rows while it is fitted.
+
+    Examples
+    --------
+    >>> fitting_leaf_bytes(10**6), fitting_leaf_bytes(10**8)
+    (24, 32)
+    """
+    return BYTES_PER_FITTING_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_FITTING_LEAF_LARGE_N
 
 
 #: Bytes per reference row and direction of the exact in-memory summary
@@ -295,137 +300,6 @@ def prefer_sorted(m: int, n: int, tol: float) -> bool:
     return sorted_summary_bytes(m, n) <= largest_summary_bytes(m, n, tol)
 
 
-def summary_memory_message(m: int, n: int, tol: float,
-                           memory: WorkerMemory | None = None,
-                           exact: bool = False) -> str | None:
-    """A warning text when the summary's share would take much of a worker's memory.
-
-    The summary is sharded over the workers (or held by this process under a
-    local scheduler): each holds ``1 / workers`` of its bytes.
-
-    ``exact`` means the sorted projections (:func:`sorted_summary_bytes`),
-    otherwise leaves (:func:`summary_bytes`).
-
-    Examples
-    --------
-    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1)) is not None
-    True
-    >>> summary_memory_message(4000, 10**6, 1e-4, WorkerMemory(2**30, 1, 2)) is None
-    True
-    >>> summary_memory_message(50, 10**7, 1e-3, WorkerMemory(2**30, 1)) is None
-    True
-    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(2**30, 1), exact=True)[:50]
-    'the exact depth summary (sorted projections of 3,0'
-    >>> summary_memory_message(16_600, 3_062, 1e-4, WorkerMemory(24 * 2**30, 2), exact=True)
-    """
-    mem = memory or worker_memory()
-    size = sorted_summary_bytes(m, n) if exact else summary_bytes(m, n, tol)
-    share = size / max(1, mem.workers)
-    if share <= SUMMARY_SHARE * mem.limit:
-        return None
-    what = (f"the exact depth summary (sorted projections of {n:,} rows) of {m} directions"
-            if exact else f"the depth summary of {m} directions at tol={tol:g}")
-    where = ("in this process" if mem.workers <= 1 else
-             f"sharded over {mem.workers} workers, about {share / 2**20:,.0f} MiB on each")
-    more = "" if mem.workers <= 1 else ", add workers"
-    return (f"{what} takes about {size / 2**20:,.0f} MiB ({where}), more than a quarter of "
-            f"the memory limit ({mem.limit / 2**20:,.0f} MiB); workers may spill or pause. "
-            f"Raise tol, lower n_directions{more}, or give the workers more memory")
-
-
-#: Share of the smallest worker memory limit above which a fit is refused before it starts:
-#: each worker holds its share of the summary next to the tasks' working sets.
-SUMMARY_REFUSE_SHARE = 1 / 2
-
-
-#: Share of this machine's memory that the fit's client-side arrays (the directions, and
-#: under a local scheduler the summary, assembled here) may take.
-CLIENT_SHARE = 1 / 2
-
-
-def _size(nbytes: float) -> str:
-    """``1.5 GiB``: a byte count for messages."""
-    for unit, scale in (("TiB", 2**40), ("GiB", 2**30), ("MiB", 2**20)):
-        if nbytes >= scale:
-            return f"{nbytes / scale:,.1f} {unit}"
-    return f"{nbytes / 2**10:,.1f} KiB"
-
-
-def plan_memory_message(n: int, d: int, m: int, tol: float,
-                        memory: WorkerMemory | None = None,
-                        local: WorkerMemory | None = None,
-                        in_memory: bool = False,
-                        sharded: bool | None = None) -> str | None:
-    """Why a fit of ``m`` directions over ``n x d`` rows at ``tol`` cannot fit in memory.
-
-    None when it can.  Checked before the first pass, from the shape alone: the
-    summary (at most ``leaves_per_direction(n, tol)`` leaves per direction while
-    it is fitted, sharded over the workers) must leave each worker's share under
-    half the smallest worker's memory limit, and the directions (with the
-    summary when it is not ``sharded``: under a local scheduler this process
-    holds it) under half of this machine's memory.  ``sharded`` defaults to
-    whether a distributed client runs the fit.  The message says what would
-    fit: fewer directions, a larger ``tol``, more memory.  ``in_memory``: all
-    rows fit the row sample, so the summary may be the sorted projections when
-    smaller (:func:`prefer_sorted`).
-
-    Examples
-    --------
-    >>> mem = WorkerMemory(2**33, 1)
-    >>> print(plan_memory_message(10**7, 5, 10**7, 1e-4, mem, mem))
-    ... # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-    the fit needs about 2.9 TiB for its depth summary (10,000,000 directions x up to 10,001
-    leaves at tol=0.0001), more than half of a worker's memory limit (8.0 GiB): use
-    n_directions <= 13,418, or tol >= 0.083, or workers with more memory
-    >>> plan_memory_message(10**7, 5, 500, 1e-4, mem, mem) is None
-    True
-    >>> two = WorkerMemory(2**30, 1, 2)  # the summary's share on each of 2 workers
-    >>> plan_memory_message(10**6, 40, 4000, 1e-4, two, mem, sharded=True) is None
-    True
-    """
-    mem = memory or worker_memory()
-    here = local or _local_memory()
-    if sharded is None:
-        sharded = active_client() is not None
-    workers = max(1, mem.workers) if sharded else 1
-    leaves = leaves_per_direction(n, tol)
-    per_leaf = BYTES_PER_FITTING_LEAF if n <= LUT32_MAX_ROWS else BYTES_PER_FITTING_LEAF_LARGE_N
-    if in_memory and sorted_summary_bytes(1, n) < leaves * per_leaf:  # as prefer_sorted()
-        leaves, per_leaf = int(n), BYTES_PER_SORTED_VALUE
-    summary = int(m) * leaves * per_leaf
-    held = 0 if sharded else summary  # what this process holds of the summary
-    directions = 8 * int(m) * int(d)
-    worker_room = SUMMARY_REFUSE_SHARE * mem.limit * workers
-    client_room = CLIENT_SHARE * here.limit
-    if summary > worker_room:
-        need, room, limit = summary, worker_room, mem.limit * workers
-        where = ("half of a worker's memory limit" if workers == 1 else
-                 f"half of the memory limit of {workers} workers")
-    elif held + directions > client_room:
-        need, room, where = held + directions, client_room, "half of this machine's memory"
-        limit = here.limit
-    else:
-        return None
-    exact = " (tol=0: exact, one leaf per distinct value)" if tol <= 0 else f" at tol={tol:g}"
-    kept = (f"{leaves:,} sorted values (exact)" if per_leaf == BYTES_PER_SORTED_VALUE else
-            f"up to {leaves:,} leaves{exact}")
-    if need == summary:
-        what = f"its depth summary ({m:,} directions x {kept})"
-    elif held:
-        what = f"its {m:,} directions of {d:,} features and its depth summary ({m:,} x {kept})"
-    else:
-        what = f"its {m:,} directions of {d:,} features"
-    max_m = int(room // ((leaves * per_leaf if need == summary or held else 0) + 8 * d))
-    fixes = [f"n_directions <= {max_m:,}" if max_m >= 1 else None]
-    max_leaves = int(room // max(1, m * per_leaf)) - 1
-    if (need == summary or held) and max_leaves >= 2 and max_leaves < n:
-        fixes.append(f"tol >= {1.0 / max_leaves:.2g}")
-    options = ", or ".join(f for f in fixes if f)
-    return (f"the fit needs about {_size(need)} for {what}, more than {where} "
-            f"({_size(limit)}): use {options + ', or ' if options else ''}"
-            f"{'workers with more memory' if need == summary else 'a machine with more memory'}")
-
-
 #: Bytes per pilot leaf: its padded key and its share of a ``uint16`` guide grid
 #: (up to four cells per key).
 BYTES_PER_PILOT_LEAF = 16
@@ -440,9 +314,8 @@ WAVE_SHARE = 1 / 8
 #: planned to fit next to what a worker holds between passes: below dask's
 #: default spill threshold (``distributed.worker.memory.spill``, 0.7).  The row
 #: chunks in flight during a pass come on top; they are the same for any wave
-#: size (measured at 10^6 x 40 on 1 GiB workers: waves sized under 0.65 took
-#: 11 passes and peaked at 711 / 731 MiB while counting, waves sized to leave
-#: a further eighth of the limit free took 98 passes and peaked at 723 / 725).
+#: size, so leaving more room for them only multiplies the passes without
+#: lowering the peak.
 WAVE_CEILING = 0.65
 
 
@@ -492,45 +365,6 @@ def directions_per_wave(pilot_bytes: int, memory: WorkerMemory | None = None,
     if free is not None:
         budget = min(budget, free)
     return max(1, int(budget * max(1, mem.workers) // (2 * max(1, pilot_bytes))))
-
-
-def mass_plan_message(d: int, t: int, psi: int, memory: WorkerMemory | None = None,
-                      local: WorkerMemory | None = None) -> str | None:
-    """Why a half-space mass fit of ``t`` half-spaces cannot fit in memory; None when it can.
-
-    Its fitted state (per half-space: a direction of ``d`` features, a split
-    point, a mass and ``psi`` subsample row indices) is built on the client and
-    sent to every scoring task, so it must stay under half the smallest
-    worker's memory limit and half of this machine's memory.
-
-    Examples
-    --------
-    >>> mem = WorkerMemory(2**33, 1)
-    >>> print(mass_plan_message(5, 10**8, 32, mem, mem))
-    ... # doctest: +ELLIPSIS +NORMALIZE_WHITESPACE
-    the fit needs about 29.1 GiB for 100,000,000 half-spaces of 5 features (directions, split
-    points, masses and 32 subsample rows each), more than half of a worker's memory limit
-    (8.0 GiB): use n_directions <= 13,765,920, or workers with more memory
-    >>> mass_plan_message(5, 1000, 32, mem, mem) is None
-    True
-    """
-    mem = memory or worker_memory()
-    here = local or _local_memory()
-    per = 8 * (int(d) + 2 + int(psi))
-    need = int(t) * per
-    worker_room, client_room = SUMMARY_REFUSE_SHARE * mem.limit, CLIENT_SHARE * here.limit
-    if worker_room <= client_room:
-        room, where, limit, more = worker_room, "half of a worker's memory limit", mem.limit, \
-            "workers"
-    else:
-        room, where, limit, more = client_room, "half of this machine's memory", here.limit, \
-            "a machine"
-    if need <= room:
-        return None
-    return (f"the fit needs about {_size(need)} for {int(t):,} half-spaces of {int(d):,} features "
-            f"(directions, split points, masses and {int(psi):,} subsample rows each), more than "
-            f"{where} ({_size(limit)}): use n_directions <= {int(room // per):,}, or "
-            f"{more} with more memory")
 
 
 #: Largest row chunk made from in-memory input (smaller when the workers' memory

@@ -6,7 +6,7 @@ a callback of dask's local schedulers, or in the distributed spans of the
 phase), and/or a text line when a phase starts and ends, with its time.
 Consecutive runs of one phase (the MCD concentration steps) form one entry,
 whose passes are counted rather than shown again from zero.  The command line
-(:class:`daskdepth.cli.cluster.Progress`) and the estimators' ``verbose=``
+(:class:`daskdepth.cli.progress.Progress`) and the estimators' ``verbose=``
 (:func:`show_phases`) both use it.
 """
 

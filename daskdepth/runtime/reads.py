@@ -24,7 +24,7 @@ from typing import Any
 
 import dask
 import dask.array as da
-from dask.core import flatten, get_dependencies
+from dask.core import flatten
 from dask.sizeof import sizeof
 
 #: Row chunks a gated pass may hold per worker: one being processed, one ready.
@@ -90,7 +90,8 @@ def chunk_reads(x: da.Array) -> list[ChunkRead] | None:
             elif owner.setdefault(k, i) != i:
                 return None  # a task shared with another chunk would run twice
             part[k] = node
-            todo.extend(get_dependencies(graph, k))
+            # The node's own dependencies: a persisted chunk's key is not in the graph.
+            todo.extend(node.dependencies)
         reads.append(ChunkRead(part, key))
     return reads
 

@@ -44,6 +44,11 @@ class ClusterBlock(BlockHandle):
     def __init__(self, future: Future, meta: BlockMeta) -> None:
         super().__init__(meta.j0, meta.j1, meta.nbytes, meta)
         self.future = future
+        #: The worker that held the block when it was placed (it may gain replicas later).
+        self.home: str | None = None
+        #: Copies of the block kept on other workers (replica groups), by worker address:
+        #: futures of tasks that read ``future``, so a lost copy is made again.
+        self.copies: dict[str, Future] = {}
 
     def load(self) -> Any:
         client = self.future.client
@@ -98,9 +103,15 @@ def graph_ref(block: Any, name: str) -> Any:
     return delayed(block, name=name, traverse=False)
 
 
+def worker_threads(client: Any) -> dict[str, int]:
+    """Threads of each connected worker, by address in a fixed (sorted) order."""
+    return {addr: max(1, int(w.get("nthreads") or 1))
+            for addr, w in sorted(worker_records(client).items())}
+
+
 def _workers(client: Any) -> list[str]:
     """Addresses of the connected workers, in a fixed order."""
-    return sorted(worker_records(client))
+    return list(worker_threads(client))
 
 
 def spread_runs(count: int, workers: int) -> list[range]:
@@ -233,8 +244,8 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
     """Futures of ``blocks`` on the active cluster, each block held by one worker.
 
     :class:`ClusterBlock` futures as they are; other handles loaded by tasks
-    spread over the workers; blocks of this process scattered (one copy each,
-    in contiguous runs per worker).
+    spread over the workers; blocks of this process sent as tasks of their own
+    (one copy each, in contiguous runs per worker), recomputable as graph keys.
     """
     client = active_client()
     assert client is not None, "hold() needs a distributed client"
@@ -261,13 +272,17 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
             items = [b.load() if is_handle(b) else b for b in items]
             if not items:
                 continue
-            # Scattered under the caller's name (the dashboard shows the verb, not the
-            # block's type), unique as broadcast's keys are.
-            keys = [f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}" for k in run]
-            futures = client.scatter(dict(zip(keys, items, strict=True)),
-                                     workers=[addr] if addr else None)
-            for k, key in zip(run, keys, strict=True):
-                out[local[k]] = futures[key]
+            # Sent as tasks of their own, not scattered: the scheduler keeps them, so a
+            # block (and the copies read from it) lost with its worker is made again.
+            # Named after the caller (the dashboard shows the verb), unique as share's keys.
+            literals = [delayed(item, name=f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}",
+                                traverse=False) for k, item in zip(run, items, strict=True)]
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message="Sending large graph")
+                futures = client.compute(literals, workers=[addr] if addr else None,
+                                         allow_other_workers=True)
+            for k, future in zip(run, futures, strict=True):
+                out[local[k]] = future
     wait(out)
     return out
 
@@ -295,6 +310,21 @@ def shards(futures: Sequence[Future], *, keep_order: bool,
     client = futures[0].client
     who = client.who_has(list(futures))
     owner = [min(who.get(f.key) or ["?"]) for f in futures]
+    return shards_of(owner, keep_order=keep_order,
+                     threads=worker_threads(client) if by_thread else None)
+
+
+def shards_of(owner: Sequence[str], *, keep_order: bool,
+              threads: dict[str, int] | None = None) -> list[Shard]:
+    """Blocks grouped by their worker ``owner[b]``, as :func:`shards` groups them.
+
+    Examples
+    --------
+    >>> shards_of(["a", "b", "a"], keep_order=True)
+    [Shard(worker='a', blocks=[0]), Shard(worker='b', blocks=[1]), Shard(worker='a', blocks=[2])]
+    >>> shards_of(["a", "b", "a"], keep_order=False)
+    [Shard(worker='a', blocks=[0, 2]), Shard(worker='b', blocks=[1])]
+    """
     if keep_order:
         runs: list[Shard] = []
         for i, w in enumerate(owner):
@@ -306,10 +336,9 @@ def shards(futures: Sequence[Future], *, keep_order: bool,
     by_worker: dict[str, list[int]] = {}
     for i, w in enumerate(owner):
         by_worker.setdefault(w, []).append(i)
-    threads = _threads(client) if by_thread else {}
     groups = []
     for w, members in by_worker.items():
-        parts = spread_runs(len(members), threads.get(w, 1))
+        parts = spread_runs(len(members), (threads or {}).get(w, 1))
         groups += [Shard(w, [members[k] for k in part]) for part in parts if len(part)]
     return sorted(groups, key=lambda g: g.blocks[0])
 
@@ -337,8 +366,30 @@ def row_groups(x: da.Array, gated: bool) -> list[RowGroup] | None:
     client = active_client()
     if client is None:
         return None
-    workers = _workers(client)
-    if not workers:
+    threads = worker_threads(client)
+    workers = list(threads)
+    owner = chunk_owners(x, workers, strict=not gated)
+    if owner is None:
+        return None
+    groups: list[RowGroup] = []
+    for w in workers:
+        members = [i for i, o in enumerate(owner) if o == w]
+        parts = spread_runs(len(members), threads.get(w, 1))
+        groups += [RowGroup(w, [members[k] for k in part]) for part in parts if len(part)]
+    return groups
+
+
+def chunk_owners(x: da.Array, workers: Sequence[str], strict: bool = False) -> list[str] | None:
+    """The worker where each row chunk of ``x`` is: its holder, or a contiguous run's worker.
+
+    A chunk persisted on the cluster belongs to the first (sorted) of the
+    ``workers`` holding it; a chunk that is not held goes to the workers in
+    contiguous runs (:func:`spread_owner`), where a task placed there reads
+    it.  With ``strict``, None as soon as one chunk is not held.  None too
+    without a client or without workers.
+    """
+    client = active_client()
+    if client is None or not workers:
         return None
     keys = list(flatten(x.__dask_keys__()))
     held = client.futures_of(x)
@@ -347,17 +398,11 @@ def row_groups(x: da.Array, gated: bool) -> list[RowGroup] | None:
     owner: list[str] = []
     for i, key in enumerate(keys):
         holders = sorted(h for h in who.get(key) or () if h in known)
-        if not holders and not gated:
+        if not holders and strict:
             return None
         owner.append(holders[0] if holders else workers[spread_owner(i, len(keys),
                                                                       len(workers))])
-    threads = _threads(client)
-    groups: list[RowGroup] = []
-    for w in workers:
-        members = [i for i, o in enumerate(owner) if o == w]
-        parts = spread_runs(len(members), threads.get(w, 1))
-        groups += [RowGroup(w, [members[k] for k in part]) for part in parts if len(part)]
-    return groups
+    return owner
 
 
 def fold_homes(rows: Sequence[RowGroup], n_blocks: int) -> list[str | None]:
@@ -422,12 +467,6 @@ def on_worker(worker: str | None) -> Any:
     if client is not None:
         keep_placed(client)  # not stolen by idle workers either (once per client)
     return dask.annotate(workers=[worker], allow_other_workers=True)
-
-
-def _threads(client: Any) -> dict[str, int]:
-    """Threads of each connected worker."""
-    return {addr: max(1, int(w.get("nthreads") or 1))
-            for addr, w in worker_records(client).items()}
 
 
 class PlacedArray(da.Array):

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import json
 import os
 import stat
 import warnings
@@ -121,6 +122,18 @@ def read_regular(path: Path, name: str, max_bytes: int = MAX_METADATA_BYTES) -> 
         raise UnsafeFileError(f"has {name} of more than {max_bytes:,} bytes (it grew while "
                               "read)")
     return data
+
+
+def read_json(path: Path) -> Any:
+    """The JSON in ``path`` (None when missing, too large, not a regular file or not JSON).
+
+    Read with :func:`read_regular`: a FIFO or ``/dev/zero`` in its place is not
+    read (callers refuse those first, with a message).
+    """
+    try:
+        return json.loads(read_regular(path, path.name, MAX_METADATA_BYTES).decode("utf-8"))
+    except (OSError, ValueError):  # UnsafeFileError is a ValueError
+        return None
 
 
 def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES) -> int:

@@ -14,7 +14,6 @@ bit-identical results.
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from typing import NamedTuple
 
 import numpy as np
 
@@ -26,7 +25,6 @@ from ..kernels.routing import (
     Router,
     collect_block,
     count_block,
-    guide_table,
     leaf_atoms,
     pad_keys,
     project,
@@ -36,57 +34,14 @@ from ..kernels.routing import (
     unpad_keys,
 )
 from ..kernels.top import top_block
+from .guide import build_guide
 from .nbytes import ArrayRecord
 from .rows import Rows
-
-#: Guide grid cells per direction: at most four per key (measured: fewer leave
-#: several keys per cell on clustered data and the search runs longer), within
-#: limits; one or two per key when that leaves no cell with more than
-#: :data:`GUIDE_CELL_KEYS` keys (evenly spread keys: the same speed for a half or
-#: a quarter of the table's memory, which matters for large summaries).
-GUIDE_PER_KEY = 4
-
-
-GUIDE_TRY_PER_KEY = (1, 2)
-
-
-#: Keys a guide cell may hold for the routing search to stay in its branch-free
-#: window of eight keys (:func:`daskdepth.kernels.routing.route_tile`).
-GUIDE_CELL_KEYS = 7
-
-
-GUIDE_MIN = 256
-
-
-GUIDE_MAX = 1 << 18
-
 
 #: Up to this many reference rows, leaf counts and tabulated scores (multiples
 #: of 1/2 up to n / 2) are exact in float32, which halves the bytes scoring
 #: reads per leaf.
 LUT32_MAX_ROWS = 2**23
-
-
-#: The guide grid spans the keys between these ranks (as fractions), widened by
-#: :data:`GUIDE_MARGIN` on each side; keys outside share the two end cells.
-GUIDE_QUANTILE = 0.001
-
-
-GUIDE_MARGIN = 0.05
-
-
-#: Above this many keys scanned per lookup (expected, for a point distributed
-#: like the keys) a direction's linear guide grid is replaced by a logarithmic one
-#: (:func:`daskdepth.kernels.routing.log_cell`) where that scans fewer.  A linear
-#: grid on Gaussian-like keys scans about 1-2; heavy tails (``sign(c) |c|^4``,
-#: ``c`` Cauchy) put thousands of keys in one cell.
-GUIDE_SCAN_MAX = 8.0
-
-
-#: The logarithmic grid is linear over the central ``GUIDE_LOG_CORE`` of the keys
-#: (by rank) and geometric beyond, so that the bulk of the keys spans several
-#: octaves of cells even when their density is singular at the centre.
-GUIDE_LOG_CORE = 1 / 64
 
 
 @dataclass
@@ -120,104 +75,6 @@ class LeafCounts(ArrayRecord):
             np.minimum(ext[:, 0], p.ext[:, 0], out=ext[:, 0])
             np.maximum(ext[:, 1], p.ext[:, 1], out=ext[:, 1])
         return cls(counts, ext)
-
-
-class Guide(NamedTuple):
-    """A block's guide grid: cells ``g``, per-direction parameters and the table."""
-
-    g: int
-    lo: np.ndarray
-    scale: np.ndarray
-    log: np.ndarray
-    table: np.ndarray
-
-
-def _guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
-           per_key: int = GUIDE_PER_KEY, tried: bool = False) -> Guide | None:
-    """Guide grid of each direction, from its (padded) keys, and its table.
-
-    ``g``: ``per_key`` cells per key of the direction with the most keys, within limits.
-    ``tried``: the grid is only wanted if no cell holds more than
-    :data:`GUIDE_CELL_KEYS` keys; None as soon as a direction's cell does and no
-    logarithmic grid would replace its linear one (its expected scan is small).
-
-    Linear over the keys between the :data:`GUIDE_QUANTILE` ranks; where that
-    leaves more than :data:`GUIDE_SCAN_MAX` keys to scan per lookup (heavy tails,
-    far clusters), logarithmic around the median key if that scans fewer.  The
-    guide only chooses where the search among the keys starts: leaves are the
-    same whichever grid is used.
-    """
-    nk = np.diff(cptr)
-    mb = nk.size
-    g = int(min(GUIDE_MAX, max(GUIDE_MIN, per_key * int(nk.max(initial=0)))))
-    lo = np.zeros(mb)
-    scale = np.ones(mb)
-    log = np.zeros((mb, 2))
-    # uint16 when every direction has fewer than 65536 keys: half the cache
-    # footprint of int32.
-    small = cptr[-1] == 0 or nk.max() < 2**16
-    table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
-    has = np.flatnonzero(nk)
-    if has.size:
-        first, top = kptr[has], nk[has] - 1
-        a = keys[first + np.floor(GUIDE_QUANTILE * top).astype(np.int64)]
-        b = keys[first + np.ceil((1 - GUIDE_QUANTILE) * top).astype(np.int64)]
-        spread = np.where(b > a, b - a, keys[first + top] - keys[first])
-        spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
-        lo[has] = a - GUIDE_MARGIN * spread
-        width = (1 + 2 * GUIDE_MARGIN) * spread
-        with np.errstate(over="ignore"):  # no overflow for tiny spreads
-            scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
-    every = np.ones(mb, dtype=np.bool_)
-    cost = guide_table(lo, scale, log, g, kptr, keys, table, every,
-                       GUIDE_CELL_KEYS if tried else 0, GUIDE_SCAN_MAX)
-    if cost.size < mb:  # a crowded cell that stays: this grid is not kept
-        return None
-    heavy = np.flatnonzero((cost > GUIDE_SCAN_MAX) & (nk > 0))
-    if heavy.size:
-        _log_guide(heavy, g, cptr, kptr, keys, lo, scale, log, table, cost)
-    return Guide(g, lo, scale, log, table)
-
-
-def _log_guide(heavy: np.ndarray, g: int, cptr: np.ndarray, kptr: np.ndarray,
-               keys: np.ndarray, lo: np.ndarray, scale: np.ndarray, log: np.ndarray,
-               table: np.ndarray, cost: np.ndarray) -> None:
-    """Switch the ``heavy`` directions to logarithmic grids where they scan fewer keys.
-
-    Centre ``c``: the median key; linear scale ``s``: the half-width of the
-    central :data:`GUIDE_LOG_CORE` of the keys; the :data:`GUIDE_QUANTILE` ranks of
-    the keys farthest from ``c`` map to the ends of the grid.  Edits in place.
-    """
-    nk = np.diff(cptr)[heavy]
-    first, top = kptr[heavy], nk - 1
-
-    def at(q: float) -> np.ndarray:
-        return keys[first + np.round(q * top).astype(np.int64)]
-
-    c = at(0.5)
-    core = (at(0.5 + GUIDE_LOG_CORE / 2) - at(0.5 - GUIDE_LOG_CORE / 2)) / 2
-    reach = np.maximum(np.abs(at(1 - GUIDE_QUANTILE) - c), np.abs(c - at(GUIDE_QUANTILE)))
-    s = np.maximum(np.maximum(core, reach * 1e-15), np.finfo(np.float64).tiny)
-    with np.errstate(over="ignore"):
-        mant, expo = np.frexp(reach / s + 1.0)
-    span = expo - 2 + 2.0 * mant  # log_cell's piecewise-linear log2(1 + reach / s)
-    ok = np.isfinite(span) & (span > 0)
-    if not ok.any():
-        return
-    heavy, c, s, span = heavy[ok], c[ok], s[ok], span[ok]
-    old_lo, old_log = lo[heavy].copy(), log[heavy].copy()
-    old_table = table[heavy].copy()
-    lo[heavy] = c
-    log[heavy, 0] = 1.0 / s
-    log[heavy, 1] = (g / 2) / span
-    only = np.zeros(lo.size, dtype=np.bool_)
-    only[heavy] = True
-    new_cost = guide_table(lo, scale, log, g, kptr, keys, table, only)
-    worse = new_cost[heavy] >= cost[heavy]
-    if worse.any():  # keep the linear grid where the logarithmic one is no better
-        back = heavy[worse]
-        lo[back], log[back] = old_lo[worse], old_log[worse]
-        table[back] = old_table[worse]
 
 
 @dataclass
@@ -307,15 +164,7 @@ class BlockLeaves:
     def from_keys(cls, j0: int, j1: int, cptr: np.ndarray, keys: np.ndarray) -> BlockLeaves:
         """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
         mb = j1 - j0
-        kptr = cptr + PAD * np.arange(mb + 1)
-        for per_key in GUIDE_TRY_PER_KEY:
-            guide = _guide(cptr, kptr, keys, per_key, tried=True)
-            if guide is not None and int(np.diff(guide.table, axis=1).max(
-                    initial=0)) <= GUIDE_CELL_KEYS:
-                break
-        else:
-            guide = _guide(cptr, kptr, keys, GUIDE_PER_KEY)
-        assert guide is not None
+        guide = build_guide(cptr, cptr + PAD * np.arange(mb + 1), keys)
         return cls(j0, j1, cptr, guide.g, guide.lo, guide.scale, guide.log, keys, guide.table)
 
     @classmethod
