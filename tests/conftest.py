@@ -40,6 +40,16 @@ def gaussian_data(n: int, d: int, seed: int = 0) -> np.ndarray:
     return rng.normal(size=(n, d)) @ mix.T + rng.normal(size=d)
 
 
+def planted_outliers(n: int, d: int, feature: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Gaussian reference rows, and 200 Gaussian rows moved +8 sigma along ``feature``."""
+    rng = np.random.default_rng(seed)
+    scales = np.linspace(0.5, 3.0, d)
+    reference = rng.normal(size=(n, d)) * scales
+    outliers = rng.normal(size=(200, d)) * scales
+    outliers[:, feature] += 8.0 * scales[feature]
+    return reference, outliers
+
+
 def cauchy_data(n: int, d: int, seed: int = 0) -> np.ndarray:
     """Independent standard Cauchy features: very heavy tails."""
     return np.random.default_rng(seed).standard_cauchy(size=(n, d))

@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 import xarray as xr
-from conftest import chunked
+from conftest import chunked, planted_outliers
 from distributed import Client, LocalCluster
 from oracle import direction_depths, project
 
@@ -22,16 +22,6 @@ from daskdepth.cli.main import main
 from daskdepth.storage.paths import quiet_zarr
 
 FIELDS = ("direction", "depth", "side", "contribution")
-
-
-def _planted(n: int, d: int, feature: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Gaussian reference rows, and 200 Gaussian rows moved +8 sigma along ``feature``."""
-    rng = np.random.default_rng(seed)
-    scales = np.linspace(0.5, 3.0, d)
-    reference = rng.normal(size=(n, d)) * scales
-    outliers = rng.normal(size=(200, d)) * scales
-    outliers[:, feature] += 8.0 * scales[feature]
-    return reference, outliers
 
 
 def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
@@ -66,7 +56,7 @@ MODELS = {
 @pytest.mark.parametrize("name", list(MODELS))
 @pytest.mark.parametrize("tol", [0.0, 0.01])
 def test_planted_feature_is_named(name, tol):
-    reference, outliers = _planted(3000, 5, feature=3)
+    reference, outliers = planted_outliers(3000, 5, feature=3)
     model = MODELS[name](tol=tol).fit(reference)
     why = model.explain(outliers)
     share = float((why.top_feature() == 3).mean())
@@ -92,7 +82,7 @@ def test_exact_summary_matches_the_oracle(name):
 
 @pytest.mark.parametrize("name", ["irw", "halfspace"])
 def test_leaf_summary_gives_the_scores_own_values_within_the_bound(name):
-    reference, outliers = _planted(3000, 3, feature=0, seed=4)
+    reference, outliers = planted_outliers(3000, 3, feature=0, seed=4)
     points = np.concatenate([reference[:100] + 0.01, outliers[:50]])
     model = MODELS[name](tol=0.01, n_directions=60).fit(chunked(reference, 700))
     assert "leaves" in repr(model.summary_)
@@ -112,7 +102,7 @@ def test_leaf_summary_gives_the_scores_own_values_within_the_bound(name):
 
 
 def test_contributions_add_up_to_the_signed_standardised_distance():
-    reference, outliers = _planted(2000, 4, feature=1, seed=5)
+    reference, outliers = planted_outliers(2000, 4, feature=1, seed=5)
     model = daskdepth.AIIRW(random_state=1).fit(reference)
     why = model.explain(outliers, n_top=3)
     v = model.directions_[why.direction]  # (rows, k, d)
@@ -129,7 +119,7 @@ def test_contributions_add_up_to_the_signed_standardised_distance():
 
 
 def test_contributions_of_ai_irw_do_not_change_with_feature_units():
-    reference, outliers = _planted(1500, 3, feature=2, seed=6)
+    reference, outliers = planted_outliers(1500, 3, feature=2, seed=6)
     scale = np.array([1000.0, 0.001, 3.0])
     a = daskdepth.AIIRW(random_state=0, frame="invariant").fit(reference).explain(outliers)
     b = daskdepth.AIIRW(random_state=0, frame="invariant").fit(reference * scale + 7).explain(
@@ -149,7 +139,7 @@ def cluster():
 
 @pytest.mark.parametrize("tol", [0.0, 0.01])
 def test_same_bits_numpy_dask_and_cluster(tol, cluster):
-    reference, outliers = _planted(3000, 4, feature=2, seed=7)
+    reference, outliers = planted_outliers(3000, 4, feature=2, seed=7)
     points = np.concatenate([reference[::7], outliers])
     points[3, 1] = np.nan
     model = daskdepth.IRW(random_state=0, tol=tol, nan_policy="omit").fit(reference)
@@ -171,7 +161,7 @@ def test_same_bits_numpy_dask_and_cluster(tol, cluster):
 
 
 def test_containers_keep_index_columns_and_coordinates():
-    reference, outliers = _planted(1000, 3, feature=1, seed=8)
+    reference, outliers = planted_outliers(1000, 3, feature=1, seed=8)
     names = ["a", "b", "c"]
     frame = pd.DataFrame(reference, columns=names)
     model = daskdepth.AIIRW(random_state=0).fit(frame)
@@ -215,7 +205,7 @@ def test_refusals_and_padding():
 
 
 def test_cli_writes_explanations_chunked_like_depth(tmp_path):
-    reference, outliers = _planted(1200, 3, feature=0, seed=9)
+    reference, outliers = planted_outliers(1200, 3, feature=0, seed=9)
     rows = np.concatenate([reference, outliers])
     ds = xr.Dataset({"X": (("sample", "feature"), rows)},
                     coords={"sample": np.arange(rows.shape[0]), "feature": ["p", "q", "r"]})
@@ -249,7 +239,7 @@ def test_plot_draws_the_contributions_and_the_profile():
 
     import daskdepth.plot
 
-    reference, outliers = _planted(800, 3, feature=1, seed=10)
+    reference, outliers = planted_outliers(800, 3, feature=1, seed=10)
     model = daskdepth.Halfspace(random_state=0).fit(reference)
     bars, profile = daskdepth.plot.explain(model, outliers[0])
     why = model.explain(outliers[:1])
@@ -292,7 +282,7 @@ def test_sharded_summary_on_cluster_gives_the_same_bits(cluster, monkeypatch):
 
 
 def test_saved_model_explains_the_same(tmp_path):
-    reference, outliers = _planted(2000, 3, feature=1, seed=12)
+    reference, outliers = planted_outliers(2000, 3, feature=1, seed=12)
     model = daskdepth.AIIRW(random_state=0, tol=0.01).fit(chunked(reference, 500))
     loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
     a, b = model.explain(outliers), loaded.explain(chunked(outliers, 70))

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 import xarray as xr
 import zarr
-from conftest import chunked, gaussian_data, tie_data
+from conftest import chunked, gaussian_data, planted_outliers, tie_data
 from distributed import Client, LocalCluster
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,16 +26,6 @@ from daskdepth.cli.main import main
 from daskdepth.storage.paths import quiet_zarr
 
 FIELDS = ("direction", "depth", "side", "contribution")
-
-
-def _planted(n: int, d: int, feature: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Gaussian reference rows, and 200 Gaussian rows moved +8 sigma along ``feature``."""
-    rng = np.random.default_rng(seed)
-    scales = np.linspace(0.5, 3.0, d)
-    reference = rng.normal(size=(n, d)) * scales
-    outliers = rng.normal(size=(200, d)) * scales
-    outliers[:, feature] += 8.0 * scales[feature]
-    return reference, outliers
 
 
 def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
@@ -62,7 +52,7 @@ def _oracle_top(model, reference: np.ndarray, points: np.ndarray, k: int):
 
 @pytest.mark.parametrize("affine", [False, True])
 def test_planted_feature_is_named(affine):
-    reference, outliers = _planted(3000, 5, feature=3)
+    reference, outliers = planted_outliers(3000, 5, feature=3)
     model = daskdepth.Projection(random_state=0, affine_invariant=affine).fit(reference)
     why = model.explain(outliers)
     share = float((why.top_feature() == 3).mean())
@@ -163,7 +153,7 @@ def test_equal_outlyingness_along_repeated_directions_breaks_ties_by_distance_th
 
 
 def test_contributions_add_up_to_the_signed_standardised_distance():
-    reference, outliers = _planted(2000, 4, feature=1, seed=5)
+    reference, outliers = planted_outliers(2000, 4, feature=1, seed=5)
     model = daskdepth.Projection(random_state=1).fit(reference)
     points = np.vstack([outliers, reference[:100]])
     why = model.explain(points, n_top=3)
@@ -180,7 +170,7 @@ def test_contributions_add_up_to_the_signed_standardised_distance():
 
 
 def test_affine_invariant_contributions_do_not_change_with_feature_units():
-    reference, outliers = _planted(1500, 3, feature=2, seed=6)
+    reference, outliers = planted_outliers(1500, 3, feature=2, seed=6)
     scale = np.array([1000.0, 0.001, 3.0])
     a = daskdepth.Projection(random_state=0, affine_invariant=True).fit(reference)
     b = daskdepth.Projection(random_state=0, affine_invariant=True).fit(reference * scale + 7)
@@ -198,7 +188,7 @@ def cluster():
 
 
 def test_same_bits_numpy_dask_and_cluster(cluster):
-    reference, outliers = _planted(3000, 4, feature=2, seed=7)
+    reference, outliers = planted_outliers(3000, 4, feature=2, seed=7)
     points = np.concatenate([reference[::7], outliers, reference[:5]])  # with duplicates
     points[3, 1] = np.nan
     model = daskdepth.Projection(random_state=0, nan_policy="omit").fit(reference)
@@ -225,7 +215,7 @@ def test_same_bits_numpy_dask_and_cluster(cluster):
 
 
 def test_saved_model_and_containers(tmp_path):
-    reference, outliers = _planted(1000, 3, feature=1, seed=8)
+    reference, outliers = planted_outliers(1000, 3, feature=1, seed=8)
     model = daskdepth.Projection(random_state=0, affine_invariant=True).fit(reference)
     loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
     a, b = model.explain(outliers), loaded.explain(chunked(outliers, 70))
@@ -239,7 +229,7 @@ def test_saved_model_and_containers(tmp_path):
 
 
 def test_cli_score_and_apply_write_the_explanations(tmp_path):
-    reference, outliers = _planted(900, 3, feature=0, seed=9)
+    reference, outliers = planted_outliers(900, 3, feature=0, seed=9)
     rows = np.concatenate([reference, outliers])
     src = tmp_path / "in.zarr"
     zarr.create_array(str(src), data=rows, chunks=(250, 3))
@@ -278,7 +268,7 @@ def test_plot_draws_the_contributions_and_the_profile():
 
     import daskdepth.plot
 
-    reference, outliers = _planted(800, 3, feature=1, seed=10)
+    reference, outliers = planted_outliers(800, 3, feature=1, seed=10)
     model = daskdepth.Projection(random_state=0).fit(reference)
     bars, profile = daskdepth.plot.explain(model, outliers[0])
     why = model.explain(outliers[:1])
