@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import logging
 import os
 import platform
 import time
@@ -117,8 +118,9 @@ def run(n: int, d: int, workers: int, memory_limit: str, chunk: int,
                 runs[name] = runs.get(name, 0) + 1
             meter.mark("between phases" if started else name)
 
+        widths = PassWidths()  # the sharded passes' replica widths, as the fit logs them
         t0 = time.perf_counter()
-        with listen_to_phases(hook):
+        with listen_to_phases(hook), widths:
             model = daskdepth.IRW(tol=tol, random_state=0).fit(x)
         meter.mark("between phases")
         fit_s = time.perf_counter() - t0
@@ -147,6 +149,7 @@ def run(n: int, d: int, workers: int, memory_limit: str, chunk: int,
         "chunk": chunk, "chunks": -(-n // chunk), "n_directions": 100 * d, "tol": tol,
         "data_bytes": n * d * 8, "summary_bytes": summary_bytes, "sharded": sharded,
         "width": width, "groups": max(1, workers // width),
+        "fit_widths": widths.widths,
         "passes": passes, "data_passes": data_passes, "fit_s": round(fit_s, 2),
         "score_s": round(score_s, 2), "fit": fit, "per_pass": per_pass,
         "score": phases.get("score", {}),
@@ -155,6 +158,29 @@ def run(n: int, d: int, workers: int, memory_limit: str, chunk: int,
         "depth_finite": bool(np.isfinite(depth).all()),
         "machine": before, "load_after": machine()["load"],
     }
+
+
+class PassWidths(logging.Handler):
+    """While entered: the ``k`` of each sharded fit pass, as the fit logs it."""
+
+    def __init__(self) -> None:
+        super().__init__(logging.DEBUG)
+        self.widths: list[int] = []
+        self.logger = logging.getLogger("daskdepth.fitting.summaries")
+
+    def emit(self, record: logging.LogRecord) -> None:
+        if "groups of k" in record.msg:
+            self.widths.append(int(record.args[-2]))
+
+    def __enter__(self) -> PassWidths:
+        self.level = self.logger.level
+        self.logger.setLevel(logging.DEBUG)
+        self.logger.addHandler(self)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.logger.removeHandler(self)
+        self.logger.setLevel(self.level)
 
 
 HEADER = ("| workers | summary (k x groups) | runs | fit: moved (x data) | fit: tasks | "
@@ -184,6 +210,9 @@ def table_row(rs: list[dict[str, Any]]) -> str:
     r = rs[0]
     data = r["data_bytes"]
     kind = (f"sharded, k = {r['width']} x {r['groups']}" if r["sharded"] else "copied")
+    widths = sorted({w for x in rs for w in x.get("fit_widths", [])})
+    if widths:  # the fit's sharded passes: k = W is the pass over all workers
+        kind += f"; fit passes k = {', '.join(map(str, widths))}"
     fit_b = [x["fit"]["bytes"] for x in rs]
     score_b = [x["score"].get("bytes", 0) for x in rs]
     return (f"| {r['workers']} | {_mib(r['summary_bytes'])} {kind} | {len(rs)} | "

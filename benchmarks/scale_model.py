@@ -10,11 +10,14 @@ those of ``docs/scaleout.md``:
 - a summary in replica groups of ``k`` workers: a scoring moves
   ``rho * (k - 1) * D`` bytes (``D`` the data, ``rho`` measured: the prepared
   rows and the partial sums per row), plus ``D / k`` more for each worker
-  outside the groups' ``k * floor(W / k)``; a fit's sharded pass still sends
-  each row chunk to every worker holding blocks: ``sigma * (W - 1) * D``;
+  outside the groups' ``k * floor(W / k)``; a fit's sharded pass, in groups of
+  ``k_f`` workers (:func:`daskdepth.runtime.replicas.pass_width`, ``k_f = W``
+  when the rows are too few to pay for the copies), moves
+  ``sigma * (k_f - 1) * D`` (plus ``D / k_f`` per worker outside the groups)
+  and ``2 * (G_f - 1) * S`` for the blocks' copies and the partial counts;
 - tasks per pass: a copied (folded) pass ``2 C + 2 W^2 t + 3 B`` (``C`` row
   chunks, ``B`` direction blocks, ``t`` threads per worker), a sharded
-  scoring ``C (3 + 2 k)``, a sharded fit pass ``C (1 + 2 W t) + 3 B``;
+  scoring ``C (3 + 2 k)``, a sharded fit pass ``C (1 + 2 k_f t) + B (G_f + 3)``;
 - time per pass: ``n m c / (W t) + tasks * tau + bytes / (W * bandwidth)``
   with ``c`` the CPU seconds per row and direction, ``tau`` the scheduler's
   CPU seconds per task, ``bandwidth`` per worker (assumed).
@@ -33,6 +36,7 @@ import statistics
 from typing import Any
 
 from daskdepth.runtime.memory import REPLICATE_SHARE, WorkerMemory, rows_per_chunk, summary_bytes
+from daskdepth.runtime.replicas import pass_width
 
 #: Assumed network bandwidth per worker (bytes per second): 10 Gbit/s.
 BANDWIDTH = 1.25e9
@@ -60,9 +64,10 @@ def inputs(lines: list[dict[str, Any]]) -> dict[str, float]:
                                    + (r["workers"] - r["width"] * r["groups"]) * r["data_bytes"]
                                    / r["width"]) for r in full)
         most = max(r["workers"] for r in sharded)
-        out["sigma"] = statistics.median(r["per_pass"]["bytes"]
-                                         / ((r["workers"] - 1) * r["data_bytes"])
-                                         for r in sharded if r["workers"] == most)
+        out["sigma"] = statistics.median(
+            (r["per_pass"]["bytes"] - copies) / rows
+            for r in sharded if r["workers"] == most
+            for rows, copies in [fit_terms(r)] if rows > 0)
     for r in lines:  # per number of features: projecting costs more with more features
         if r.get("histogram_s_per_row_direction"):
             out[f"c_fit_{r['features']}"] = r["histogram_s_per_row_direction"]
@@ -72,6 +77,14 @@ def inputs(lines: list[dict[str, Any]]) -> dict[str, float]:
     if tasks:
         out["tau"] = statistics.median(r["cpu_per_task_ms"] for r in tasks) / 1e3
     return out
+
+
+def fit_terms(r: dict[str, Any]) -> tuple[float, float]:
+    """A sharded fit pass's bytes: ``(rows term / sigma, copies and partials)``, from its widths."""
+    workers, data, s = r["workers"], r["data_bytes"], r["summary_bytes"]
+    kf = max(r.get("fit_widths") or [workers])  # older runs: every pass over all workers
+    gf = max(1, workers // kf)
+    return (kf - 1) * data + (workers - kf * gf) * data / kf, 2 * (gf - 1) * s
 
 
 def predict(n: int, d: int, workers: int, k: dict[str, float]) -> dict[str, Any]:
@@ -90,17 +103,21 @@ def predict(n: int, d: int, workers: int, k: dict[str, float]) -> dict[str, Any]
         fit_tasks = 2 * chunks + 2 * workers**2 + 3 * blocks
         score_tasks = chunks
     else:
-        fit_bytes = k["sigma"] * (workers - 1) * data
+        kf = pass_width(data, s, workers, WORKER)
+        gf = max(1, workers // kf)
+        rows, copies = fit_terms({"workers": workers, "data_bytes": data, "summary_bytes": s,
+                                  "fit_widths": [kf]})
+        fit_bytes = k["sigma"] * rows + copies
         outside = workers - width * groups
         score_bytes = k["rho"] * ((width - 1) * data + outside * data / width)
-        fit_tasks = chunks * (1 + 2 * workers) + 3 * blocks
+        fit_tasks = chunks * (1 + 2 * kf) + blocks * (gf + 3)
         score_tasks = chunks * (3 + 2 * width)
 
     def seconds(c: float, tasks: int, moved: float) -> float:
         return n * m * c / workers + tasks * k["tau"] + moved / (workers * BANDWIDTH)
 
     return {"rows": n, "features": d, "workers": workers, "summary": s, "k": width,
-            "groups": groups, "chunks": chunks, "data": data,
+            "groups": groups, "fit_k": 1 if width == 1 else kf, "chunks": chunks, "data": data,
             "fit_bytes": fit_bytes, "fit_tasks": fit_tasks,
             "fit_s": seconds(k[f"c_fit_{d}"], fit_tasks, fit_bytes),
             "score_bytes": score_bytes, "score_tasks": score_tasks,
@@ -134,12 +151,13 @@ def main(argv: list[str] | None = None) -> int:
         for r in rows:
             print(json.dumps(r))
         return 0
-    print("| data | workers | summary, k x groups | chunks | fit pass: moved / tasks / time | "
-          "scoring: moved / tasks / time |\n|---|---:|---|---:|---:|---:|")
+    print("| data | workers | summary, k x groups | fit pass k | chunks | "
+          "fit pass: moved / tasks / time | scoring: moved / tasks / time |\n"
+          "|---|---:|---|---:|---:|---:|---:|")
     for r in rows:
         print(f"| 10^{round(math.log10(r['rows']))} x {r['features']} ({_size(r['data'])}) | "
               f"{r['workers']} | {_size(r['summary'])}, {r['k']} x {r['groups']} | "
-              f"{r['chunks']:,} | {_size(r['fit_bytes'])} / {r['fit_tasks']:,} / "
+              f"{r['fit_k']} | {r['chunks']:,} | {_size(r['fit_bytes'])} / {r['fit_tasks']:,} / "
               f"{_time(r['fit_s'])} | {_size(r['score_bytes'])} / {r['score_tasks']:,} / "
               f"{_time(r['score_s'])} |")
     return 0

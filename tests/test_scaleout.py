@@ -466,3 +466,148 @@ def test_replica_groups_chain_shards_in_block_order_when_sums_are_not_exact(repl
         np.testing.assert_array_equal(local.score_samples(qd).compute(), depth)
         d, s = local.score_samples(qd, return_std=True)
         np.testing.assert_array_equal(np.column_stack(dask.compute(d, s)), both)
+
+
+# --------------------------------------------------------------------------- sharded fit passes
+
+def _replicated_fit(monkeypatch: pytest.MonkeyPatch, x: Any, width: int,
+                    tol: float = TOL) -> daskdepth.IRW:
+    """A fit whose summary is sharded and whose passes run in replica groups of ``width``."""
+    import daskdepth.fitting.summaries
+
+    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)
+    monkeypatch.setattr(daskdepth.fitting.summaries, "pass_width", lambda *a, **k: width)
+    model = daskdepth.IRW(n_directions=RM, tol=tol, random_state=5).fit(x)
+    assert all(hasattr(b, "future") for b in model.summary_.blocks), "not sharded"
+    return model
+
+
+def _ran(dask_worker: Any) -> list[Any]:
+    """Keys of the tasks this worker ran (from its state machine's log)."""
+    return [e[0] for e in dask_worker.state.log
+            if len(e) >= 3 and e[1] == "executing" and e[2] == "memory"]
+
+
+def _received(dask_worker: Any) -> list[Any]:
+    """Keys (whole) this worker received from other workers."""
+    return [k for e in dask_worker.transfer_incoming_log for k in e["keys"]]
+
+
+def _pass_keys(key: Any) -> tuple[str, int] | None:
+    """(verb, row chunk) of a histogram or refinement link's key, else None."""
+    if not (isinstance(key, tuple) and len(key) == 3):
+        return None
+    name = str(key[0])
+    for verb in ("count", "hone"):
+        if name.startswith(task_prefix(verb) + "-"):
+            return verb, int(key[2])
+    return None
+
+
+@pytest.mark.parametrize("tol", [TOL, 0.0])
+def test_sharded_fit_in_replica_groups_gives_the_same_bits(replica_data, monkeypatch, tol):
+    """Sharded passes in replica groups (k = 1, 2) on 2, 3, 4 workers: the threaded bits."""
+    x, q, local, depth, _ = replica_data
+    if tol == 0.0:
+        x = x[:DISTRIBUTED_ROWS].copy()
+        x[::7] = x[1::7]  # ties merged per chunk; tol = 0 refines every heavy leaf
+        with dask.config.set(scheduler="threads"):
+            local = daskdepth.IRW(n_directions=RM, tol=tol, random_state=5).fit(
+                chunked(x, 20_000))
+            depth = local.score_samples(q)
+        assert local.n_passes_ == 2
+    for workers, width, rows in ((4, 2, 10_000), (3, 1, 9_000),
+                                 (2, 1, 25_000)):
+        with dask.config.set({"distributed.admin.low-level-log-length": 10**6}), \
+                LocalCluster(n_workers=workers, threads_per_worker=1, processes=False,
+                             dashboard_address=":0") as lc, Client(lc) as client:
+            xd = chunked(x, rows).persist()
+            wait(xd)
+            model = _replicated_fit(monkeypatch, xd, width, tol)
+            got = model.score_samples(q)
+            # Each chunk's links ran in the group of the worker that holds it.
+            groups = replica_groups(sorted(client.scheduler_info()["workers"]), width)
+            held = client.who_has(client.futures_of(xd))
+            keys = list(dask.core.flatten(xd.__dask_keys__()))
+            where: dict[tuple[str, int], set[str]] = {}
+            for worker, ran in client.run(_ran).items():
+                for key in ran:
+                    found = _pass_keys(key)
+                    if found:
+                        where.setdefault(found, set()).add(worker)
+            verbs = {"count", "hone"} if tol == 0.0 else {"count"}
+            assert {v for v, _ in where} == verbs
+            for (verb, i), used in where.items():
+                group = groups.group_of[min(held[keys[i]])]
+                assert used <= set(groups.members[group]), (verb, i, used)
+            # Prepared rows reach the other k - 1 workers of their group at most.
+            dedup = task_prefix("dedup") + "-"
+            for worker, received in client.run(_received).items():
+                for key in received:
+                    if isinstance(key, tuple) and str(key[0]).startswith(dedup):
+                        group = groups.group_of[min(held[keys[key[1]]])]
+                        assert worker in groups.members[group], (worker, key)
+        monkeypatch.undo()
+        assert model.n_passes_ == local.n_passes_
+        assert model.error_bound_ == local.error_bound_ and model.offset_ == local.offset_
+        np.testing.assert_array_equal(got, depth)
+
+
+def test_replica_groups_move_fewer_rows_in_a_sharded_fit(replica_data, monkeypatch):
+    """Four workers: groups of two move each prepared chunk once, not to all three others."""
+    x = replica_data[0]
+    moved = {}
+    for width in (4, 2):  # 4: one group, the sharded pass as it was
+        with dask.config.set({"distributed.admin.low-level-log-length": 10**6}), \
+                LocalCluster(n_workers=4, threads_per_worker=1, processes=False,
+                             dashboard_address=":0") as lc, Client(lc) as client:
+            xd = chunked(x, 10_000).persist()
+            wait(xd)
+            traffic = PhaseTraffic(client)
+            with listen_to_phases(traffic):
+                _replicated_fit(monkeypatch, xd, width)
+            rows = sum(b for name, b in traffic.by_phase["histogram"]
+                       if name.startswith(task_prefix("dedup")))
+            moved[width] = (rows, sum(b for _, b in traffic.by_phase["histogram"]))
+        monkeypatch.undo()
+    # Each chunk's prepared rows go to the k - 1 other workers of its group (k = 2), or
+    # to the 3 others (one group): a third of the rows, and fewer bytes in all.
+    assert moved[2][0] <= 0.4 * moved[4][0], moved
+    assert moved[2][1] < moved[4][1], moved
+
+
+def test_worker_lost_mid_count_in_a_replica_group(replica_data, monkeypatch):
+    """A worker dies while the groups count a sharded fit's histogram: the same bits."""
+    x, q, _, depth, _ = replica_data
+    killed: list[str] = []
+    with LocalCluster(n_workers=4, threads_per_worker=1, processes=True,
+                      dashboard_address=":0") as lc, Client(lc) as client:
+        xd = da.from_array(x, chunks=(5_000, x.shape[1])).persist()
+        wait(xd)
+        pids = client.run(os.getpid)
+
+        def kill_once_counting() -> None:
+            # Waits for a state of the pass (a link done), not for a time.
+            prefix = task_prefix("count")
+            while not killed:
+                done = client.run_on_scheduler(
+                    lambda dask_scheduler: sum(
+                        1 for ts in dask_scheduler.tasks.values()
+                        if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key
+                               ).startswith(prefix) and ts.state == "memory"))
+                if done:
+                    victim = sorted(pids)[-1]
+                    os.kill(pids[victim], signal.SIGKILL)
+                    killed.append(victim)
+                    return
+                time.sleep(0.01)
+
+        def hook(name: str, started: bool, _span: str | None) -> None:
+            if name == "histogram" and started:
+                threading.Thread(target=kill_once_counting, daemon=True).start()
+
+        with listen_to_phases(hook):
+            model = _replicated_fit(monkeypatch, xd, 2)
+        got = model.score_samples(q)
+    assert killed, "no worker was lost during the count"
+    np.testing.assert_array_equal(got, depth)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import operator
 import warnings
 from collections.abc import Callable
@@ -16,15 +17,24 @@ from dask.delayed import delayed
 from ..errors import ToleranceWarning
 from ..kernels.leaves import plan_cuts
 from ..kernels.routing import project_columns
-from ..passes.leaves import BlockTask, Collected, Wanted, collect_graph, histogram_graph
+from ..passes.leaves import (
+    BlockTask,
+    Collected,
+    Replicated,
+    Wanted,
+    collect_graph,
+    histogram_graph,
+)
 from ..runtime.client import active_client, broadcast, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
 from ..runtime.reads import ChunkRead, chunk_reads
+from ..runtime.replicas import pass_width, replicate
 from ..runtime.shards import (
     ClusterBlock,
     RowGroup,
     Shard,
+    chunk_owners,
     compute_spread,
     fold_homes,
     graph_ref,
@@ -34,14 +44,18 @@ from ..runtime.shards import (
     row_groups,
     shards,
     share,
+    spread_runs,
     turns,
     worker_count,
+    worker_threads,
 )
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
 from ..summary.statistics import MEAN, Statistic
+
+logger = logging.getLogger(__name__)
 
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
@@ -445,6 +459,45 @@ def _pass_layout(x: da.Array, blocks: list[Any], token: str, gated: bool) -> Fol
                                       homes))
 
 
+def replica_plan(x: da.Array, blocks: list[Any], lay: Layout, shared: Shared,
+                 token: str) -> Replicated | None:
+    """Replica groups for one pass over sharded ``blocks``, where they move fewer bytes.
+
+    A pass over blocks sharded on ``W`` workers sends every row chunk to
+    every worker; with enough rows (:func:`~daskdepth.runtime.replicas.pass_width`)
+    the blocks are copied to ``W // k`` groups of ``k`` workers instead
+    (:func:`~daskdepth.runtime.replicas.replicate`), each group processes the
+    row chunks its workers hold, and only each group's partial results of a
+    block travel to the block's worker, where it is finished.  None (the
+    sharded pass as it is) without sharded blocks, with a single worker, when
+    some row chunk is neither held on the cluster nor read in its turn, or
+    when copying the blocks would move more than the rows.
+    """
+    client = active_client()
+    if lay.groups is None or client is None or not blocks:
+        return None
+    threads = worker_threads(client)
+    workers = list(threads)
+    owners = chunk_owners(x, workers, strict=shared.reads is None)
+    if len(workers) < 2 or owners is None:
+        return None
+    nbytes = sum(int(b.nbytes) for b in blocks)
+    k = pass_width(int(x.shape[0]) * int(x.shape[1]) * 8, nbytes, len(workers))
+    logger.debug("pass %s over %d blocks (%d bytes) of %d rows: groups of k = %d of %d workers",
+                 token, len(blocks), nbytes, x.shape[0], min(k, len(workers)), len(workers))
+    if k >= len(workers):
+        return None
+    copies = replicate(blocks, [b.future for b in blocks], nbytes,
+                       key_name("bin", token, "copy"), keep_order=False, width=k)
+    # One chain per thread of a worker, as the sharded pass has (contiguous runs of blocks).
+    shards = [[Shard(s.worker, [s.blocks[j] for j in run]) for s in group
+               for run in spread_runs(len(s.blocks), threads.get(s.worker or "", 1)) if len(run)]
+              for group in copies.shards]
+    chunks = [[i for i, o in enumerate(owners) if copies.group(o) == g]
+              for g in range(len(copies.groups.members))]
+    return Replicated(copies.futures, shards, chunks, owners, list(lay.workers))
+
+
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves.
@@ -454,18 +507,19 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     """
     fold = _pass_layout(x, blocks, token, shared.reads is not None)
     lay = fold.lay
-    outs = histogram_graph(x, location, shared.directions,
-                           [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
-                                                                     strict=True)],
-                           token=token, groups=lay.groups, chain=lay.chain,
-                           reads=shared.reads, rows=fold.rows, local=fold.local)
-    cap = leaf_cap(n, tol)
-    finished = []
-    for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
-        with on_worker(lay.workers[i]):
-            finished.append(delayed(finish_block, pure=True)(
-                ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
-    with phase("histogram"):
+    with phase("histogram"):  # the replica groups' copies are the phase's too
+        outs = histogram_graph(x, location, shared.directions,
+                               [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
+                                                                         strict=True)],
+                               token=token, groups=lay.groups, chain=lay.chain,
+                               reads=shared.reads, rows=fold.rows, local=fold.local,
+                               replicas=replica_plan(x, blocks, lay, shared, token))
+        cap = leaf_cap(n, tol)
+        finished = []
+        for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
+            with on_worker(lay.workers[i]):
+                finished.append(delayed(finish_block, pure=True)(
+                    ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
         return realize(finished, n, key_name("build", token, "meta"),
                        keep=lay.groups is not None, replaces=blocks)
 
@@ -486,23 +540,24 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
     chosen = [blocks[i] for i in todo]
     fold = _pass_layout(x, chosen, f"{token}.refine", shared.reads is not None)
     lay = fold.lay
-    wanted = []
-    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
-        with on_worker(lay.workers[k]):
-            wanted.append(delayed(wanted_leaves, pure=True)(
-                ref, picks[i], n, tol, dask_key_name=(key_name("hone", token, "wanted"), i)))
-    outs = collect_graph(
-        x, location, shared.directions,
-        [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
-        token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads, rows=fold.rows,
-        local=fold.local)
-    refined = []
-    for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
-        with on_worker(lay.workers[k]):
-            refined.append(delayed(split_block, pure=True)(
-                ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
     blocks = list(blocks)
-    with phase("refine"):
+    with phase("refine"):  # the replica groups' copies are the phase's too
+        wanted = []
+        for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
+            with on_worker(lay.workers[k]):
+                wanted.append(delayed(wanted_leaves, pure=True)(
+                    ref, picks[i], n, tol, dask_key_name=(key_name("hone", token, "wanted"), i)))
+        outs = collect_graph(
+            x, location, shared.directions,
+            [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
+            token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads,
+            rows=fold.rows, local=fold.local,
+            replicas=replica_plan(x, chosen, lay, shared, f"{token}.refine"))
+        refined = []
+        for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
+            with on_worker(lay.workers[k]):
+                refined.append(delayed(split_block, pure=True)(
+                    ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
         for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta"),
                                           keep=lay.groups is not None, replaces=chosen),
                             strict=True):

@@ -410,6 +410,91 @@ def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence
     return [o for o in outs if o is not None]
 
 
+class Replicated(NamedTuple):
+    """A sharded pass in replica groups: where each group holds the blocks, and the rows.
+
+    ``futures[g][b]`` is block ``b`` in group ``g``, ``shards[g]`` the shards
+    (worker, blocks) of group ``g``, ``chunks[g]`` the row chunks (ascending)
+    its workers hold, ``owners[i]`` the worker of chunk ``i`` and ``homes[b]``
+    the worker where block ``b``'s partial results are reduced (where it is
+    finished).
+    """
+
+    futures: list[list[Any]]
+    shards: list[list[Shard]]
+    chunks: list[list[int]]
+    owners: list[str]
+    homes: list[str | None]
+
+
+def _replicated(x: da.Array, location: np.ndarray, directions: Any,
+                blocks: Sequence[BlockTask], task: _ShardTask, extra: Sequence[Any] | None,
+                token: str, verb: str, plan: Replicated,
+                reads: list[ChunkRead] | None) -> list[Delayed]:
+    """A leaf pass over blocks held whole by each replica group, rows staying in their group.
+
+    Group ``g`` runs the chained, gated pass of :func:`_gated_chains` over its
+    own row chunks only (each read on the worker that holds it, in its turn),
+    against its own copies of the blocks; each block's partial results, one
+    per group, are then reduced on its home worker.  Counts add exactly and
+    the split of collected values does not depend on their order, so the
+    result is the bits of any other grouping; a chunk moves to the ``k``
+    workers of its group, not to all of them.
+    """
+    add, pick = {_merge_counts: (_count_into, operator.getitem),
+                 _merge_collected: (_collect_into, _collected_item)}[task.merge_fn]
+    sizes, total_rows = x.chunks[0], max(1, x.shape[0])
+    chunks = row_blocks(x)[0] if reads is None else None
+    name, dedup = key_name(verb, token), key_name("dedup", token, verb)
+    parts: list[list[Delayed]] = [[] for _ in blocks]
+    s = 0  # shards are numbered across the groups
+    for g, (futures, shards, members) in enumerate(
+            zip(plan.futures, plan.shards, plan.chunks, strict=True)):
+        grouped = [_GroupInputs([(blocks[b].j0, blocks[b].j1) for b in shard.blocks],
+                                [futures[b] for b in shard.blocks],
+                                tuple(extra[b] for b in shard.blocks)
+                                if extra is not None else None)
+                   for shard in shards]
+        # A group's chains add its share of the rows: their buffers start at that share.
+        share = sum(sizes[i] for i in members) / total_rows
+        steps = _Chain(_InPlaceLink(partial(add, share=share)), True, pick)
+        results: list[Any] = [None] * len(shards)
+        tokens: list[list[Delayed]] = []
+        for k, i in enumerate(members):
+            with on_worker(plan.owners[i]):
+                if reads is None:
+                    rows = delayed(_deduplicate_chunk, pure=True)(
+                        chunks[i], location, dask_key_name=(dedup, i))
+                else:
+                    rows = delayed(_deduplicate_read, pure=True)(
+                        reads[i], location, *gate(tokens, k), dask_key_name=(dedup, i))
+            done = []
+            for t, (shard, inputs) in enumerate(zip(shards, grouped, strict=True)):
+                with on_worker(shard.worker):
+                    results[t] = steps.step(rows, directions, inputs, results[t], i,
+                                            (name, s + t, i))
+                    if reads is not None:
+                        done.append(delayed(passed, pure=True)(
+                            results[t], dask_key_name=(key_name("gate", token, verb),
+                                                       s + t, i)))
+            tokens.append(done)
+        for t, shard in enumerate(shards):
+            if results[t] is None:  # a group without row chunks adds nothing
+                continue
+            with on_worker(shard.worker):
+                for pos, b in enumerate(shard.blocks):
+                    parts[b].append(delayed(pick, pure=True)(
+                        results[t], pos,
+                        dask_key_name=(key_name("merge", token, verb, "part"), g, b)))
+        s += len(shards)
+    outs = []
+    for b, home in enumerate(plan.homes):
+        with on_worker(home):
+            outs.append(tree_reduce(parts[b], task.merge_fn,
+                                    key_name("merge", token, verb, "block", b)))
+    return outs
+
+
 def _part_of(result: tuple, j0: int, j1: int) -> tuple:
     return result[j0:j1]
 
@@ -431,7 +516,8 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
                     groups: Sequence[Shard] | None = None,
                     chain: bool = False, reads: list[ChunkRead] | None = None,
                     rows: Sequence[RowGroup] | None = None,
-                    local: dict[str | None, list[Any]] | None = None) -> list[Delayed]:
+                    local: dict[str | None, list[Any]] | None = None,
+                    replicas: Replicated | None = None) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Counts merge by sum and extremes by min / max, which is exact and
@@ -441,7 +527,13 @@ def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
     ``rows`` (blocks copied to every worker of a cluster, no ``groups``): the
     row chunks grouped where they are, each group's counts folded in place on
     its worker (:func:`_folded`, which reads the blocks from ``local``).
+    ``replicas``: sharded blocks held whole by each replica group, each group
+    counting its own row chunks (:func:`_replicated`).
     """
+    if replicas is not None and blocks:
+        return _replicated(x, location, directions, blocks,
+                           _ShardTask(_histogram_chunk, _merge_counts), None, token, "count",
+                           replicas, reads)
     if rows and groups is None and blocks:
         return _folded(x, location, directions, blocks, rows, _count_into, _merge_counts,
                        operator.getitem, None, token, "count", reads, local)
@@ -454,12 +546,17 @@ def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
                   token: str, groups: Sequence[Shard] | None = None,
                   chain: bool = False, reads: list[ChunkRead] | None = None,
                   rows: Sequence[RowGroup] | None = None,
-                  local: dict[str | None, list[Any]] | None = None) -> list[Delayed]:
+                  local: dict[str | None, list[Any]] | None = None,
+                  replicas: Replicated | None = None) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
 
     ``wanted`` holds a :class:`Wanted` (or a task computing one) per block;
-    ``rows`` and ``local`` as for :func:`histogram_graph`.
+    ``rows``, ``local`` and ``replicas`` as for :func:`histogram_graph`.
     """
+    if replicas is not None and blocks:
+        return _replicated(x, location, directions, blocks,
+                           _ShardTask(_collect_chunk, _merge_collected), wanted, token, "hone",
+                           replicas, reads)
     if rows and groups is None and blocks:
         return _folded(x, location, directions, blocks, rows, _collect_into, _merge_buffers,
                        _collected_item, wanted, token, "hone", reads, local)

@@ -197,3 +197,41 @@ def replicate(blocks: Sequence[Any], futures: Sequence[Future], nbytes: int, nam
     shards = [shards_of([members[r] for r in ranks], keep_order=keep_order)
               for members in groups.members]
     return Replicas(groups, out, shards)
+
+
+def pass_width(data_bytes: int, pass_bytes: int, workers: int,
+               memory: budget.WorkerMemory | None = None) -> int:
+    """``k`` for one data pass of a sharded fit: workers per replica group, ``W`` for none.
+
+    A fit's pass over blocks sharded on ``W`` workers sends every row chunk to
+    every worker holding blocks: about ``(W - 1) x data_bytes`` moved.  In
+    ``G = W // k`` replica groups a chunk visits the ``k`` workers of its
+    group only, ``(k - 1) x data_bytes``, but each of the ``G - 1`` other
+    groups first gets a copy of the pass's blocks and sends back its partial
+    results, about ``2 x pass_bytes`` per group.  The rows win as soon as the
+    data outweighs the blocks (the blocks' size does not grow with the rows:
+    about ``1 / tol`` leaves per direction), so that at 10^9 rows a pass moves
+    about ``k x data`` whatever ``W``.  ``k`` is at least the width whose
+    shares of the blocks and their partials (``2 x pass_bytes``) fit the copy
+    budget (:func:`replica_width`).
+
+    Examples
+    --------
+    >>> one_gib = budget.WorkerMemory(limit=2**30, nthreads=1, workers=8)
+    >>> MiB = 2**20
+    >>> pass_width(60 * MiB, 300 * MiB, 8, one_gib)  # small data: rows travel
+    8
+    >>> pass_width(8_000 * MiB, 60 * MiB, 8, one_gib)  # large data: groups of two
+    2
+    >>> pass_width(8_000 * MiB, 10 * MiB, 8, one_gib)  # blocks fit one worker's budget
+    1
+    """
+    workers = max(1, int(workers))
+    least = replica_width(2 * pass_bytes, workers, memory)
+    best, cost = workers, None
+    for groups in range(1, workers // least + 1):
+        k = workers // groups
+        moved = (k - 1) * data_bytes + 2 * (groups - 1) * pass_bytes
+        if cost is None or moved < cost:
+            best, cost = k, moved
+    return best

@@ -214,7 +214,8 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
     tasks reading it have run, instead of holding every old block until every
     new one is done (two copies of a worker's share at the end of a phase).
     Their lineage stays with the scheduler: a new block lost with its worker
-    is recomputed from it.
+    is recomputed from it.  Their copies in replica groups
+    (:attr:`ClusterBlock.copies`) are released with them.
     """
     client = active_client()
     if client is None:
@@ -226,6 +227,9 @@ def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = Fals
     for old in replaces:
         if isinstance(old, ClusterBlock) and old.future.client is client:
             old.future.release()
+            for copy in old.copies.values():  # a pass's replica groups' copies
+                copy.release()
+            old.copies.clear()
     # Each block's metadata is computed where the block is, after it: a metadata task
     # left unplaced may be stolen by an idle worker, which then copies the block.
     wait(futures)
