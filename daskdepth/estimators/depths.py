@@ -102,15 +102,16 @@ class AIIRW(DepthDetector):
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
-    basis_ : ndarray of shape (n_features, covariance_rank_)
-        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
-        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
-        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
-        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
-        ``inv(A).T @ basis_``.
-    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
-        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
-        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    basis_ : ndarray of shape (n_features, rank)
+        AI-IRW only (``rank`` is ``covariance_rank_``): the whitening in the
+        frame of ``frame=``, ``basis_ @ basis_.T`` the (pseudo-)inverse of the
+        covariance; the directions are ``directions_ = u @ basis_.T`` with ``u``
+        uniform on the sphere.  With ``frame='invariant'`` it is equivariant:
+        ``A X + b`` has the basis ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (rank,)
+        ``frame='invariant'`` only (``rank`` is ``covariance_rank_``): eigenvalues
+        of the fourth-moment scatter of the whitened rows (mean 1, decreasing)
+        whose eigenvectors are the frame.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -118,10 +119,10 @@ class AIIRW(DepthDetector):
         Defined when the input had string feature names (DataFrame columns or a
         DataArray feature coordinate).
     error_bound_ : float
-        Certified bound on |computed - exact| depth for the same directions, at
-        most ``tol``: the summary's approximation.  The Monte Carlo error of
-        using ``m`` random directions at all is another matter, estimated per
-        point by ``score_samples(X, return_std=True)``.
+        Certified bound on ``|computed - exact|`` depth for the same
+        directions, at most ``tol``: the summary's approximation.  The Monte
+        Carlo error of using ``m`` random directions at all is another matter,
+        estimated per point by ``score_samples(X, return_std=True)``.
     offset_ : float
         ``contamination`` quantile of the training depths (estimated on a row
         sample of at most 65,536 rows when there are more: within about 1e-3 in
@@ -226,15 +227,16 @@ class IRW(DepthDetector):
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
-    basis_ : ndarray of shape (n_features, covariance_rank_)
-        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
-        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
-        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
-        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
-        ``inv(A).T @ basis_``.
-    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
-        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
-        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    basis_ : ndarray of shape (n_features, rank)
+        AI-IRW only (``rank`` is ``covariance_rank_``): the whitening in the
+        frame of ``frame=``, ``basis_ @ basis_.T`` the (pseudo-)inverse of the
+        covariance; the directions are ``directions_ = u @ basis_.T`` with ``u``
+        uniform on the sphere.  With ``frame='invariant'`` it is equivariant:
+        ``A X + b`` has the basis ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (rank,)
+        ``frame='invariant'`` only (``rank`` is ``covariance_rank_``): eigenvalues
+        of the fourth-moment scatter of the whitened rows (mean 1, decreasing)
+        whose eigenvectors are the frame.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -242,10 +244,10 @@ class IRW(DepthDetector):
         Defined when the input had string feature names (DataFrame columns or a
         DataArray feature coordinate).
     error_bound_ : float
-        Certified bound on |computed - exact| depth for the same directions, at
-        most ``tol``: the summary's approximation.  The Monte Carlo error of
-        using ``m`` random directions at all is another matter, estimated per
-        point by ``score_samples(X, return_std=True)``.
+        Certified bound on ``|computed - exact|`` depth for the same
+        directions, at most ``tol``: the summary's approximation.  The Monte
+        Carlo error of using ``m`` random directions at all is another matter,
+        estimated per point by ``score_samples(X, return_std=True)``.
     offset_ : float
         ``contamination`` quantile of the training depths (estimated on a row
         sample of at most 65,536 rows when there are more: within about 1e-3 in
@@ -395,15 +397,16 @@ class Halfspace(DepthDetector):
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
-    basis_ : ndarray of shape (n_features, covariance_rank_)
-        AI-IRW only: the whitening in the frame of ``frame=``, ``basis_ @
-        basis_.T`` the (pseudo-)inverse of the covariance; the directions are
-        ``directions_ = u @ basis_.T`` with ``u`` uniform on the sphere.  With
-        ``frame='invariant'`` it is equivariant: ``A X + b`` has the basis
-        ``inv(A).T @ basis_``.
-    frame_eigenvalues_ : ndarray of shape (covariance_rank_,)
-        ``frame='invariant'`` only: eigenvalues of the fourth-moment scatter of
-        the whitened rows (mean 1, decreasing) whose eigenvectors are the frame.
+    basis_ : ndarray of shape (n_features, rank)
+        AI-IRW only (``rank`` is ``covariance_rank_``): the whitening in the
+        frame of ``frame=``, ``basis_ @ basis_.T`` the (pseudo-)inverse of the
+        covariance; the directions are ``directions_ = u @ basis_.T`` with ``u``
+        uniform on the sphere.  With ``frame='invariant'`` it is equivariant:
+        ``A X + b`` has the basis ``inv(A).T @ basis_``.
+    frame_eigenvalues_ : ndarray of shape (rank,)
+        ``frame='invariant'`` only (``rank`` is ``covariance_rank_``): eigenvalues
+        of the fourth-moment scatter of the whitened rows (mean 1, decreasing)
+        whose eigenvectors are the frame.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -411,10 +414,10 @@ class Halfspace(DepthDetector):
         Defined when the input had string feature names (DataFrame columns or a
         DataArray feature coordinate).
     error_bound_ : float
-        Certified bound on |computed - exact| depth for the same directions, at
-        most ``tol``: the summary's approximation.  The Monte Carlo error of
-        using ``m`` random directions at all is another matter, estimated per
-        point by ``score_samples(X, return_std=True)``.
+        Certified bound on ``|computed - exact|`` depth for the same
+        directions, at most ``tol``: the summary's approximation.  The Monte
+        Carlo error of using ``m`` random directions at all is another matter,
+        estimated per point by ``score_samples(X, return_std=True)``.
     offset_ : float
         ``contamination`` quantile of the training depths (estimated on a row
         sample of at most 65,536 rows when there are more: within about 1e-3 in

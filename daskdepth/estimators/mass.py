@@ -90,9 +90,9 @@ class HalfspaceMass(DepthDetector):
         Share of half-space ``j``'s subsample with ``<row - location_, v_j> <
         s_j``: the mass of a point below the split; a point at or above it
         gets ``1 - left_mass_[j]``.
-    subsample_indices_ : ndarray of shape (n_directions, subsample_size_)
+    subsample_indices_ : ndarray of shape (n_directions, psi)
         Global row indices (rows of the fitted ``X``, counting non-finite ones)
-        of each half-space's subsample.
+        of each half-space's subsample (``psi`` is ``subsample_size_``).
     subsample_size_ : int
         ``psi`` used: ``min(subsample_size, rows sampled)``.
     n_directions_ : int

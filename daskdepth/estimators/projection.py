@@ -86,8 +86,8 @@ class Projection(DepthDetector):
     mads_ : ndarray of shape (n_directions,)
         ``mad_j``, the median of their absolute deviations from ``med_j``.
     covariance_rank_ : int
-    basis_ : ndarray of shape (n_features, covariance_rank_)
-        ``affine_invariant=True`` only: the whitening.
+    basis_ : ndarray of shape (n_features, rank)
+        ``affine_invariant=True`` only (``rank`` is ``covariance_rank_``): the whitening.
     n_directions_ : int
     n_samples_fit_ : int
         Number of finite reference rows.

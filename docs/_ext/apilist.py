@@ -9,7 +9,6 @@ after a summary table of all of them.
 from __future__ import annotations
 
 import inspect
-import re
 
 from docutils import nodes
 from docutils.statemachine import StringList
@@ -90,28 +89,7 @@ def skip_sklearn_members(app: Sphinx, what: str, name: str, obj: object, skip: b
     return None
 
 
-#: A word ending in ``_`` (a fitted attribute) in a numpydoc type, e.g.
-#: ``ndarray of shape (n_features, covariance_rank_)``: reST would read it as a link target.
-_TRAILING_UNDERSCORE = re.compile(r"(?<![`\\\w])([A-Za-z]\w*?)_(?=[,)\s]|$)")
-
-
-#: An absolute value written as plain text, ``|computed - exact|``: reST would read a
-#: substitution reference.
-_ABSOLUTE = re.compile(r"(?<![`|])\|(\w+ - \w+)\|(?![`|])")
-
-
-def escape_attribute_names(app: Sphinx, what: str, name: str, obj: object, options: object,
-                           lines: list[str]) -> None:
-    """Escape fitted-attribute names in numpydoc types, and plain-text absolute values."""
-    for i, line in enumerate(lines):
-        line = lines[i] = _ABSOLUTE.sub(r"``|\1|``", line)
-        head, sep, kind = line.partition(" : ")
-        if sep and head.strip().isidentifier() and not line.startswith((" " * 5)):
-            lines[i] = head + sep + _TRAILING_UNDERSCORE.sub(r"\1\\_", kind)
-
-
 def setup(app: Sphinx) -> dict[str, bool]:
     app.add_directive("daskdepth-api", DaskdepthApi)
     app.connect("autodoc-skip-member", skip_sklearn_members)
-    app.connect("autodoc-process-docstring", escape_attribute_names, priority=400)
     return {"parallel_read_safe": True, "parallel_write_safe": True}
