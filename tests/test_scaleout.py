@@ -14,6 +14,7 @@ import os
 import signal
 import threading
 import time
+import warnings
 from typing import Any
 
 import dask
@@ -132,6 +133,21 @@ def test_copied_histogram_moves_no_row_and_no_more_bytes_for_more_rows(cluster):
     small_bytes = sum(b for _, b in small)
     large_bytes = sum(b for _, b in large)
     assert large_bytes <= 1.25 * small_bytes + 2**16, (small_bytes, large_bytes)
+
+
+def test_copied_blocks_are_sent_without_a_large_graph_warning(cluster):
+    """Blocks over dask's 10 MB graph warning are sent on purpose: the user sees no warning."""
+    with Client(cluster):
+        with warnings.catch_warnings():  # the user's own large graph (the data): not ours
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            x = chunked(gaussian_data(400_000, 5, seed=15), 50_000).persist()
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            model = daskdepth.IRW(n_directions=500, tol=1e-4, random_state=0).fit(x)
+            model.score_samples(x).compute()
+    assert model.summary_.nbytes > 20 * 2**20  # large enough for the warning
+    assert not any(hasattr(b, "future") for b in model.summary_.blocks), "not copied"
+    assert not [w for w in caught if "Sending large graph" in str(w.message)]
 
 
 @pytest.mark.parametrize("tol", [TOL, 0.0])

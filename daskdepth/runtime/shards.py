@@ -450,7 +450,11 @@ def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
         # Submitted at once, in one graph (each object sent once): the memory manager
         # drops replicas no task waits for, and the pass's own graph comes later.
         keep_placed(client)
-        flat = client.compute([t for tasks in out.values() for t in tasks])
+        with warnings.catch_warnings():
+            # The blocks are sent on purpose, once, as keys of the graph (recomputable, unlike
+            # scattered data); dask warns about any graph over 10 MB.
+            warnings.filterwarnings("ignore", message="Sending large graph")
+            flat = client.compute([t for tasks in out.values() for t in tasks])
         k = 0
         for worker, tasks in out.items():
             out[worker], k = flat[k:k + len(tasks)], k + len(tasks)
