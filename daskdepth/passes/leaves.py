@@ -69,6 +69,20 @@ def _deduplicate_read(read: ChunkRead, location: np.ndarray, *gate: int) -> Rows
     return prepare_rows(read(), location, keep_inverse=False)
 
 
+def _prepared(i: int, k: int, chunks: list[Any] | None, reads: list[ChunkRead] | None,
+              tokens: list[list[Delayed]], location: np.ndarray, key: tuple) -> Delayed:
+    """Row chunk ``i`` centred and its duplicates merged, as the ``k``-th chunk of a chain.
+
+    From ``chunks`` (its graph), or without them read in its turn: once the
+    chain's tokens of the chunk :data:`~daskdepth.runtime.reads.READ_AHEAD`
+    before have run (:func:`~daskdepth.runtime.reads.gate`).
+    """
+    if reads is None:
+        return delayed(_deduplicate_chunk, pure=True)(chunks[i], location, dask_key_name=key)
+    return delayed(_deduplicate_read, pure=True)(reads[i], location, *gate(tokens, k),
+                                                 dask_key_name=key)
+
+
 def _histogram_chunk(rows: Rows, leaves: BlockLeaves, v: np.ndarray) -> LeafCounts:
     return leaves.accumulate(rows, v, LeafCounts.empty(leaves.n_leaves, leaves.mb))
 
@@ -167,11 +181,13 @@ class _InPlaceLink:
     """A chained task: a row chunk added in place to each of the shard's partial results.
 
     ``add`` is :func:`_count_into` (histogram) or :func:`_collect_into`
-    (refinement, with the block's :class:`Wanted` from ``extras``).
+    (refinement, with the block's :class:`Wanted` from ``extras``); ``share``
+    the part of all rows the chain adds (the first size of its buffers).
     """
 
-    def __init__(self, add: Callable[..., Any]) -> None:
+    def __init__(self, add: Callable[..., Any], share: float = 1.0) -> None:
         self.add = add
+        self.share = share
 
     def __call__(self, rows: Rows, directions: np.ndarray, ranges: list[tuple[int, int]],
                  previous: tuple | None, chunk: int, extras: tuple | None,
@@ -179,7 +195,7 @@ class _InPlaceLink:
         return tuple(
             self.add(rows, block, np.ascontiguousarray(directions[j0:j1]),
                      *(() if extras is None else (extras[k],)),
-                     None if previous is None else previous[k], chunk)
+                     None if previous is None else previous[k], chunk, share=self.share)
             for k, (block, (j0, j1)) in enumerate(zip(leaves, ranges, strict=True)))
 
 
@@ -232,13 +248,16 @@ class _Chain(NamedTuple):
     pick: Callable[..., Any]
 
     @classmethod
-    def of(cls, task: _ShardTask) -> _Chain:
-        """Counts or values added in place, link by link, where the pass has such a merge."""
+    def of(cls, task: _ShardTask, share: float = 1.0) -> _Chain:
+        """Counts or values added in place, link by link, where the pass has such a merge.
+
+        ``share``: the part of all rows a chain adds (the first size of its buffers).
+        """
         add = {_merge_counts: _count_into, _merge_collected: _collect_into}.get(task.merge_fn)
         if add is None:
             return cls(task, False, operator.getitem)
         # Collected values are picked out of their buffers.
-        return cls(_InPlaceLink(add), True,
+        return cls(_InPlaceLink(add, share), True,
                    _collected_item if add is _collect_into else operator.getitem)
 
     def step(self, rows: Any, directions: Any, inputs: _GroupInputs, previous: Any, i: int,
@@ -372,7 +391,7 @@ def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence
     partials = []
     for g, (worker, members) in enumerate(rows):
         share = sum(sizes[i] for i in members) / total_rows
-        step = _Chain(_InPlaceLink(partial(add, share=share)), True, pick)
+        step = _Chain(_InPlaceLink(add, share), True, pick)
         inputs = _group_inputs(blocks, every, extra)
         if local is not None:
             inputs = inputs._replace(leaves=local[worker])
@@ -380,12 +399,7 @@ def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence
             result: Any = None
             tokens: list[list[Delayed]] = []
             for k, i in enumerate(members):
-                if reads is None:
-                    prepared = delayed(_deduplicate_chunk, pure=True)(
-                        chunks[i], location, dask_key_name=(dedup, i))
-                else:
-                    prepared = delayed(_deduplicate_read, pure=True)(
-                        reads[i], location, *gate(tokens, k), dask_key_name=(dedup, i))
+                prepared = _prepared(i, k, chunks, reads, tokens, location, (dedup, i))
                 result = step.step(prepared, directions, inputs, result, i, (name, g, i))
                 if reads is not None:
                     tokens.append([delayed(passed, pure=True)(
@@ -441,8 +455,6 @@ def _replicated(x: da.Array, location: np.ndarray, directions: Any,
     result is the bits of any other grouping; a chunk moves to the ``k``
     workers of its group, not to all of them.
     """
-    add, pick = {_merge_counts: (_count_into, operator.getitem),
-                 _merge_collected: (_collect_into, _collected_item)}[task.merge_fn]
     sizes, total_rows = x.chunks[0], max(1, x.shape[0])
     chunks = row_blocks(x)[0] if reads is None else None
     name, dedup = key_name(verb, token), key_name("dedup", token, verb)
@@ -450,24 +462,15 @@ def _replicated(x: da.Array, location: np.ndarray, directions: Any,
     s = 0  # shards are numbered across the groups
     for g, (futures, shards, members) in enumerate(
             zip(plan.futures, plan.shards, plan.chunks, strict=True)):
-        grouped = [_GroupInputs([(blocks[b].j0, blocks[b].j1) for b in shard.blocks],
-                                [futures[b] for b in shard.blocks],
-                                tuple(extra[b] for b in shard.blocks)
-                                if extra is not None else None)
-                   for shard in shards]
+        grouped = [_group_inputs(blocks, shard.blocks, extra)._replace(
+            leaves=[futures[b] for b in shard.blocks]) for shard in shards]
         # A group's chains add its share of the rows: their buffers start at that share.
-        share = sum(sizes[i] for i in members) / total_rows
-        steps = _Chain(_InPlaceLink(partial(add, share=share)), True, pick)
+        steps = _Chain.of(task, sum(sizes[i] for i in members) / total_rows)
         results: list[Any] = [None] * len(shards)
         tokens: list[list[Delayed]] = []
         for k, i in enumerate(members):
             with on_worker(plan.owners[i]):
-                if reads is None:
-                    rows = delayed(_deduplicate_chunk, pure=True)(
-                        chunks[i], location, dask_key_name=(dedup, i))
-                else:
-                    rows = delayed(_deduplicate_read, pure=True)(
-                        reads[i], location, *gate(tokens, k), dask_key_name=(dedup, i))
+                rows = _prepared(i, k, chunks, reads, tokens, location, (dedup, i))
             done = []
             for t, (shard, inputs) in enumerate(zip(shards, grouped, strict=True)):
                 with on_worker(shard.worker):
@@ -483,7 +486,7 @@ def _replicated(x: da.Array, location: np.ndarray, directions: Any,
                 continue
             with on_worker(shard.worker):
                 for pos, b in enumerate(shard.blocks):
-                    parts[b].append(delayed(pick, pure=True)(
+                    parts[b].append(delayed(steps.pick, pure=True)(
                         results[t], pos,
                         dask_key_name=(key_name("merge", token, verb, "part"), g, b)))
         s += len(shards)
