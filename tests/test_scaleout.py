@@ -173,12 +173,42 @@ def test_folded_passes_give_the_same_bits_for_one_two_three_workers(tol):
             np.testing.assert_array_equal(a.table, b.table)
 
 
+def _kill_during_count(client: Client, victim: int) -> tuple[Any, list[str]]:
+    """A phase hook that kills worker ``sorted(workers)[victim]`` once a count link is done.
+
+    Returns the hook (for :func:`listen_to_phases`) and the list of the killed
+    workers (empty until the kill).  It waits for a state of the pass, not for a time.
+    """
+    pids = client.run(os.getpid)
+    killed: list[str] = []
+
+    def kill_once_counting() -> None:
+        prefix = task_prefix("count")
+        while not killed:
+            done = client.run_on_scheduler(
+                lambda dask_scheduler: sum(
+                    1 for ts in dask_scheduler.tasks.values()
+                    if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key
+                           ).startswith(prefix) and ts.state == "memory"))
+            if done:
+                worker = sorted(pids)[victim]
+                os.kill(pids[worker], signal.SIGKILL)
+                killed.append(worker)
+                return
+            time.sleep(0.01)
+
+    def hook(name: str, started: bool, _span: str | None) -> None:
+        if name == "histogram" and started:
+            threading.Thread(target=kill_once_counting, daemon=True).start()
+
+    return hook, killed
+
+
 def test_worker_lost_mid_count_gives_the_same_result():
     """A worker dies while the groups count: its group is counted again, same bits."""
     x = gaussian_data(3 * DISTRIBUTED_ROWS, 2, seed=12)
     with dask.config.set(scheduler="threads"):
         base = _fit(chunked(x, 10_000))
-    killed: list[str] = []
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as lc, Client(lc) as client:
         # Persisted (so the count is folded where the chunks are); a lost chunk is
@@ -186,29 +216,7 @@ def test_worker_lost_mid_count_gives_the_same_result():
         xd = da.from_array(x, chunks=(10_000, 2)).persist()
         wait(xd)
         assert row_groups(xd, gated=False), "the count would not be folded"
-        pids = client.run(os.getpid)
-
-        def kill_once_counting() -> None:
-            # Waits for a state of the pass (a link done), not for a time.
-            prefix = task_prefix("count")
-            while not killed:
-                done = client.run_on_scheduler(
-                    lambda dask_scheduler: [
-                        ts.processing_on.address if ts.processing_on else None
-                        for ts in dask_scheduler.tasks.values()
-                        if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key
-                               ).startswith(prefix) and ts.state == "memory"])
-                if done:
-                    victim = sorted(pids)[0]
-                    os.kill(pids[victim], signal.SIGKILL)
-                    killed.append(victim)
-                    return
-                time.sleep(0.01)
-
-        def hook(name: str, started: bool, _span: str | None) -> None:
-            if name == "histogram" and started:
-                threading.Thread(target=kill_once_counting, daemon=True).start()
-
+        hook, killed = _kill_during_count(client, 0)
         with listen_to_phases(hook):
             model = _fit(xd)
         depth = model.score_samples(x[:2000])
@@ -596,33 +604,11 @@ def test_replica_groups_move_fewer_rows_in_a_sharded_fit(replica_data, monkeypat
 def test_worker_lost_mid_count_in_a_replica_group(replica_data, monkeypatch):
     """A worker dies while the groups count a sharded fit's histogram: the same bits."""
     x, q, _, depth, _ = replica_data
-    killed: list[str] = []
     with LocalCluster(n_workers=4, threads_per_worker=1, processes=True,
                       dashboard_address=":0") as lc, Client(lc) as client:
         xd = da.from_array(x, chunks=(5_000, x.shape[1])).persist()
         wait(xd)
-        pids = client.run(os.getpid)
-
-        def kill_once_counting() -> None:
-            # Waits for a state of the pass (a link done), not for a time.
-            prefix = task_prefix("count")
-            while not killed:
-                done = client.run_on_scheduler(
-                    lambda dask_scheduler: sum(
-                        1 for ts in dask_scheduler.tasks.values()
-                        if str(ts.key[0] if isinstance(ts.key, tuple) else ts.key
-                               ).startswith(prefix) and ts.state == "memory"))
-                if done:
-                    victim = sorted(pids)[-1]
-                    os.kill(pids[victim], signal.SIGKILL)
-                    killed.append(victim)
-                    return
-                time.sleep(0.01)
-
-        def hook(name: str, started: bool, _span: str | None) -> None:
-            if name == "histogram" and started:
-                threading.Thread(target=kill_once_counting, daemon=True).start()
-
+        hook, killed = _kill_during_count(client, -1)
         with listen_to_phases(hook):
             model = _replicated_fit(monkeypatch, xd, 2)
         got = model.score_samples(q)
