@@ -130,7 +130,8 @@ def test_verbose_with_a_distributed_client(capsys):
     out = capsys.readouterr().out
     assert "\r" not in out and "[#" not in out
     started, done, _ = _phase_lines(out)
-    assert started == done and started[0] == "moments" and "histogram" in started
+    # each worker readies its kernels, then the passes
+    assert started == done and started[:2] == ["kernels", "moments"] and "histogram" in started
 
 
 def test_fit_predict_shows_its_scoring(capsys):
@@ -183,6 +184,6 @@ def test_phase_names_are_declared_once():
 
 def test_passes_count_the_phases_that_read_every_row():
     assert [name for name in PHASES if not is_data_pass(name)] == [
-        "mcd-fastmcd", "exact", "pilot", "offset"]
+        "kernels", "mcd-fastmcd", "exact", "pilot", "offset"]
     assert passes_text({"moments": 1, "pilot": 2, "histogram": 2, "refine": 1}) == (
         "4 passes over the data (moments 1, histogram 2, refine 1)")

@@ -26,6 +26,7 @@ from ..summary.statistics import MEAN, Statistic
 from .explain import explain_rows
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .params import check_param
+from .warmup import warm_workers
 
 
 class DepthDetector(OutlierMixin, BaseEstimator):
@@ -96,6 +97,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     def _fit(self, X: Any, sample_dim: Any = None) -> Input:
         data = as_input(X, what="X", min_samples=2, nan_policy=self.nan_policy,
                         sample_dim=sample_dim)
+        # on a cluster: every worker has the kernels before the passes plan their memory
+        warm_workers(self, data.n_features)
         try:
             self._fit_model(data)
         except ZeroCovarianceError as exc:

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import operator
+import threading
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -61,6 +63,41 @@ logger = logging.getLogger(__name__)
 #: that sampling noise rarely pushes them over it.
 PILOT_GUARD = 0.4
 
+#: This thread's pilot leaves aim at ``factor`` times the row limit (:func:`overfull_pilot`).
+_pilot_aim = threading.local()
+
+
+@contextlib.contextmanager
+def overfull_pilot(factor: float = 4.0) -> Iterator[None]:
+    """Pilot leaves planned in this thread inside aim at ``factor`` times the row limit.
+
+    Most of them then come back from the histogram too heavy, and the fit
+    refines them: the warm-up's miniature fit
+    (:mod:`daskdepth.estimators.warmup`) passes through every phase of a large
+    fit this way, a hundred times smaller.  The fit's bound still meets
+    ``tol`` (the refinement sees to it); only the passes differ.  Local
+    schedulers only: the pilot tasks must run in this thread.
+
+    Examples
+    --------
+    >>> with overfull_pilot():
+    ...     pilot_aim(100)
+    160.0
+    >>> pilot_aim(100)
+    40.0
+    """
+    before = getattr(_pilot_aim, "factor", 1.0)
+    _pilot_aim.factor = float(factor)
+    try:
+        yield
+    finally:
+        _pilot_aim.factor = before
+
+
+def pilot_aim(cap: int) -> float:
+    """Rows a pilot leaf is planned to hold, for a row limit ``cap`` (sampled rows scaled up)."""
+    return PILOT_GUARD * cap * getattr(_pilot_aim, "factor", 1.0)
+
 
 @dataclass
 class FitInfo:
@@ -102,7 +139,7 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     mb = j1 - j0
     exact = s == n
     cap = leaf_cap(n, tol)
-    target = cap if exact else PILOT_GUARD * cap
+    target = cap if exact else pilot_aim(cap)
     # The same bits as the routing kernels (atoms' keys must match exactly).
     proj = np.empty((1, s))
     columns = np.ascontiguousarray(sample_c.T)

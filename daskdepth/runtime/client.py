@@ -49,6 +49,8 @@ def worker_records(client: Any) -> dict[str, dict[str, Any]]:
 PhaseListener = Callable[[str, bool, "str | None"], None]
 _listeners: list[PhaseListener] = []
 _listeners_lock = threading.Lock()
+#: Threads whose phases nobody is told of (:func:`unheard_phases`).
+_unheard = threading.local()
 
 
 @contextlib.contextmanager
@@ -63,7 +65,26 @@ def listen_to_phases(listener: PhaseListener) -> Iterator[None]:
             _listeners.remove(listener)
 
 
+@contextlib.contextmanager
+def unheard_phases() -> Iterator[None]:
+    """Phases run by this thread inside are told to no listener.
+
+    For a job run inside a worker for its own purpose (compiling the kernels
+    before a fit, :mod:`daskdepth.estimators.warmup`): with a cluster of
+    threads in the client's process, its phases would otherwise show in the
+    progress display of the job that asked for it.
+    """
+    before = getattr(_unheard, "on", False)
+    _unheard.on = True
+    try:
+        yield
+    finally:
+        _unheard.on = before
+
+
 def _tell(name: str, started: bool, span_id: str | None) -> None:
+    if getattr(_unheard, "on", False):
+        return
     with _listeners_lock:
         listeners = list(_listeners)
     for listener in listeners:

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 #: Every verb of a key this package creates, with the phase it belongs to.
 VERBS: dict[str, str] = {
+    "warm": "each worker loads (or compiles) the kernels before a fit's first pass",
     "wrap": "in-memory input wrapped as a dask array",
     "tally": "moments pass: count, mean, scatter, non-finite rows, row sample",
     "merge": "tree reductions of every pass",
@@ -45,6 +46,8 @@ VERBS: dict[str, str] = {
 #: each time it runs it reads every row of the data once (a pass over the data).  The
 #: progress displays of the command line and of ``verbose=`` name phases by these names.
 PHASES: dict[str, tuple[str, bool]] = {
+    "kernels": ("on a cluster, each worker loads the compiled kernels (compiles them where "
+                "they are not cached) before the first pass", False),
     "moments": ("count, mean, scatter, non-finite rows and the row sample", True),
     "mcd-subsample": ("MCD: the row sample of FastMCD", True),
     "mcd-fastmcd": ("MCD: FastMCD on the in-memory sample (on this machine, no tasks)", False),
