@@ -9,18 +9,18 @@ from distributed import Client, LocalCluster
 import daskdepth
 from daskdepth.estimators.warmup import (
     MINI_DIRECTIONS,
+    _compile_apart,
     _warm_here,
     fit_kind,
     miniature,
     warm_workers,
 )
-from daskdepth.kernels._jit import load_cached, overload_counts
+from daskdepth.kernels._jit import compiled_here
 from daskdepth.runtime.client import listen_to_phases, phase, unheard_phases
 
 
 @pytest.mark.slow
-def test_a_cold_cluster_compiles_before_the_passes_and_nothing_during_them(tmp_path,
-                                                                           monkeypatch):
+def test_a_cold_cluster_compiles_apart_and_nothing_in_the_workers(tmp_path, monkeypatch):
     # An empty kernel cache shared by two worker processes, as on a fresh machine.
     monkeypatch.setenv("DASKDEPTH_CACHE_DIR", str(tmp_path / "cache"))
     # (data and seed for which the fit refines: the same on any cluster, as its bits)
@@ -30,28 +30,48 @@ def test_a_cold_cluster_compiles_before_the_passes_and_nothing_during_them(tmp_p
         x = x.persist()
         model = daskdepth.IRW(n_directions=20, tol=1e-4, random_state=0)
         ready = warm_workers(model, 2)
-        first, second = (ready[addr] for addr in sorted(ready))
-        assert first["miniature"] and first["compiled"] > 0 and first["loaded"] == 0
-        # the second worker reads what the first compiled into the shared cache
-        assert second["miniature"] and second["compiled"] == 0
-        assert second["loaded"] >= first["compiled"]
-        before = client.run(overload_counts)
+        # the first worker had the kernels compiled by a process apart; the second
+        # finds the cache's record of them (the cache is shared)
+        assert [ready[addr]["how"] for addr in sorted(ready)] == ["compiled apart", "cached"]
+        assert sum(client.run(lambda: sum(compiled_here().values())).values()) == 0
         model.fit(x)
         assert model.n_passes_ == 2  # every phase ran: the histogram and the refinement
         model.score_samples(x).compute()
-        # no kernel was compiled (nor loaded) by the fit or the scoring themselves
-        assert client.run(overload_counts) == before
+        # the workers loaded every kernel of the fit and the scoring from the cache
+        assert client.run(lambda: sum(compiled_here().values())) == {a: 0 for a in ready}
+        loaded = client.run(lambda: sum(sum(k.stats.cache_hits.values())
+                                        for k in __import__("daskdepth.kernels._jit",
+                                                            fromlist=["_"])._KERNELS))
+        assert all(n > 0 for n in loaded.values())
         again = warm_workers(model, 2)  # once per process and kind of fit
-        assert not any(r["miniature"] or r["compiled"] or r["loaded"] for r in again.values())
+        assert [r["how"] for r in again.values()] == ["ready"] * 2
 
 
-def test_a_failing_miniature_leaves_the_kernels_to_the_job():
-    class Refusing(daskdepth.IRW):
-        def fit(self, X, y=None, **kw):
-            raise RuntimeError("refused")
+class Refusing(daskdepth.IRW):
+    """An estimator whose miniature fails."""
 
-    done = _warm_here(Refusing(), 2, "a kind of its own", client_pid=-1)
-    assert done["miniature"] is False and done["compiled"] == 0
+    def fit(self, X, y=None, **kw):
+        raise RuntimeError("refused")
+
+
+def test_a_failing_miniature_leaves_the_kernels_to_the_job(tmp_path):
+    marker = tmp_path / "ready-x"
+    how = _compile_apart(Refusing(), 2, marker)
+    assert how.startswith("not compiled apart (exit status 1: RuntimeError: refused")
+    assert not marker.exists()  # the cache does not claim what it does not hold
+
+
+def test_the_process_apart_caches_and_says_so(tmp_path):
+    marker = tmp_path / "ready-y"
+    assert _compile_apart(daskdepth.IRW(), 2, marker) == "compiled apart"
+    assert "IRW with 2 features" in marker.read_text()
+
+
+def test_nothing_is_compiled_in_the_clients_own_process():
+    import os
+
+    done = _warm_here(Refusing(), 2, "a kind of its own", client_pid=os.getpid())
+    assert done["how"] == "ready"
 
 
 def test_without_a_cluster_nothing_is_warmed():
@@ -70,11 +90,6 @@ def test_the_miniature_keeps_what_decides_the_kernels():
         daskdepth.AIIRW(), 4)
 
 
-def test_cached_kernels_load_once():
-    load_cached()
-    assert load_cached() == 0  # every cached signature is already in this process
-
-
 def test_phases_of_a_job_run_for_its_own_purpose_are_not_heard():
     heard = []
     with listen_to_phases(lambda name, started, _: heard.append((name, started))):
@@ -83,3 +98,14 @@ def test_phases_of_a_job_run_for_its_own_purpose_are_not_heard():
         with phase("pilot", tasks=False):
             pass
     assert heard == [("pilot", True), ("pilot", False)]
+
+
+def test_without_a_kernel_cache_the_miniature_runs_in_the_worker(monkeypatch):
+    import daskdepth.estimators.warmup as warmup
+
+    monkeypatch.setattr(warmup, "ready_marker", lambda kind: None)
+    done = _warm_here(daskdepth.IRW(), 2, "a kind without a cache", client_pid=-1)
+    assert done["how"] == "compiled here"
+    # once per process and kind of fit
+    again = _warm_here(daskdepth.IRW(), 2, "a kind without a cache", client_pid=-1)
+    assert again["how"] == "ready"

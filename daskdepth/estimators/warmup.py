@@ -1,30 +1,29 @@
-"""Kernels ready in every worker before a fit's first pass: loaded from the cache, or compiled.
+"""Kernels compiled before a fit's first pass on a cluster, outside the workers.
 
-A worker that meets a kernel for the first time in the middle of a pass
-compiles it there: seconds of a single core, and tens of megabytes that the
-compiler keeps, in a process whose memory was planned full of row chunks and
-summary blocks (a fit of 10^6 x 40 on two 1 GiB workers spilled to disk the
-first time, and not once its kernels were cached).  So before the first pass
-of a fit on a cluster each worker runs one task (phase ``kernels``, keys
-``daskdepth-warm-*``) that
+A worker that meets a kernel the kernel cache lacks compiles it there, in the
+middle of a pass: seconds of a single core, and memory that the compiler
+keeps for the life of the process (a few hundred MiB for all the kernels,
+where loading them from the cache takes tens), in a process whose memory was
+planned full of row chunks and summary blocks.  A fit of 10^6 x 40 on two
+1 GiB workers spilled 3,055 keys to disk so with an empty cache.
 
-1. loads every kernel signature the machine's kernel cache holds
-   (:func:`daskdepth.kernels._jit.load_cached`: about a second), and
-2. once per worker process and kind of fit, fits and scores a miniature of
-   the job (:data:`MINI_ROWS` random rows with the same features and the
-   estimator's own parameters, :data:`MINI_DIRECTIONS` directions, local
-   scheduler) that goes through every phase of a large fit, the refinement
-   included; it compiles whatever step 1 did not find (and caches it for the
-   next process).  About a second where the kernels are cached; where they
-   are not, the time to compile them, which the job would otherwise spend in
-   its passes.
+So before the first pass of a fit on a cluster each worker runs one task
+(phase ``kernels``, keys ``daskdepth-warm-*``) that, once per worker process
+and kind of fit (:func:`fit_kind`), unless the kernel cache says it holds that
+kind's kernels (:func:`daskdepth.kernels._jit.ready_marker`), has a new
+Python process fit and score a miniature of the job (:data:`MINI_ROWS`
+random rows with the same features and the estimator's own parameters,
+:data:`MINI_DIRECTIONS` directions, local scheduler) that goes through every
+phase of a large fit, the refinement included.  That process compiles what
+the cache lacks into it and ends, taking the compiler's memory with it; the
+job's tasks then load each kernel from the cache when they first call it.
 
-One worker goes first, so that on a cold cache shared by the workers of a
-machine one of them compiles and the others load its work.  The memory the
-kernels take is then in each worker's memory metrics when the fit plans its
-waves (:func:`daskdepth.runtime.memory.free_worker_memory`).  Nothing here
-changes a result: the miniature is thrown away, and a failure of it only
-means that the kernels compile during the passes as they would without it.
+One worker goes first, so that the workers of a machine, which share its
+cache, compile once.  Nothing here changes a result: the miniature is thrown
+away, and when it fails the kernels compile during the passes, as they would
+without it.  Without a kernel cache
+(:func:`daskdepth.kernels._jit.kernel_cache_dir` is None) the miniature runs
+in the worker itself: the job would compile there anyway.
 """
 
 from __future__ import annotations
@@ -34,9 +33,12 @@ import ctypes
 import gc
 import logging
 import os
+import subprocess
+import sys
 import threading
 import time
 import uuid
+from pathlib import Path
 from typing import Any
 
 import dask
@@ -47,7 +49,7 @@ from sklearn.base import clone
 
 from ..fitting.offset import SAMPLE_SIZE
 from ..fitting.summaries import overfull_pilot
-from ..kernels._jit import load_cached, overload_counts
+from ..kernels._jit import ready_marker
 from ..runtime.client import active_client, phase, unheard_phases, worker_records
 from ..runtime.keys import key_name
 
@@ -116,6 +118,83 @@ def miniature(estimator: Any) -> Any:
     return mini.set_params(**{k: v for k, v in changes.items() if k in params})
 
 
+def run_miniature(estimator: Any, n_features: int) -> None:
+    """Fit and score the miniature of ``estimator`` on random rows, here, with the local scheduler.
+
+    Sets the local scheduler for the whole process while it runs (``dask.config``
+    is global): only for a process that runs nothing else meanwhile.
+    """
+    n = max(MINI_CHUNK, min(MINI_ROWS, MINI_BYTES // (8 * n_features)))
+    rows = np.random.default_rng(0).standard_normal((n, n_features))
+    x = da.from_array(rows, chunks=(MINI_CHUNK, n_features))
+    with unheard_phases(), overfull_pilot(MINI_OVERFULL), dask.config.set(scheduler="sync"):
+        mini = miniature(estimator).fit(x)
+        mini.score_samples(x).compute()
+
+
+#: Longest a worker waits for the process that compiles its kernels (then the job compiles).
+COMPILE_TIMEOUT = 900
+
+
+def _compile_apart(estimator: Any, n_features: int, marker: Path) -> str:
+    """Run the miniature in a new Python process, which compiles into the kernel cache.
+
+    The compiler's memory (a few hundred MiB for all the kernels, which a
+    process keeps until it ends) goes with that process; the worker then
+    loads the cached kernels, a small part of it.  What happened, in words.
+    """
+    import cloudpickle
+
+    # the worker's own import path: classes and modules it was sent (upload_file) included
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", __name__, str(marker)],
+            input=cloudpickle.dumps((estimator, int(n_features))), capture_output=True,
+            timeout=COMPILE_TIMEOUT, check=False, env=env)
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"not compiled apart ({exc!r})"
+    if done.returncode != 0:
+        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
+        return f"not compiled apart (exit status {done.returncode}: {' '.join(tail)})"
+    return "compiled apart"
+
+
+def _warm_here(estimator: Any, n_features: int, kind: str, client_pid: int) -> dict[str, Any]:
+    """In a worker, once per kind of fit: see that the kernel cache holds the job's kernels.
+
+    Where the cache says it does (its :func:`~daskdepth.kernels._jit.ready_marker`),
+    nothing is left to do: the job's tasks load each kernel from the cache
+    when first called (milliseconds, and a small part of the memory compiling
+    takes).  Otherwise a new process runs the miniature and caches its kernels.
+    Without a kernel cache the miniature runs here (the job would compile
+    here anyway).  Nothing in the client's own process (a cluster of threads):
+    its kernels are the client's, and the miniature would set the local
+    scheduler for the client too.
+    """
+    start = time.perf_counter()
+    with _done_lock:
+        first = kind not in _done and os.getpid() != client_pid
+        _done.add(kind)
+    how = "ready"
+    if first:
+        marker = ready_marker(kind)
+        if marker is not None and marker.exists():
+            how = "cached"
+        elif marker is not None:
+            how = _compile_apart(estimator, n_features, marker)
+        else:
+            try:
+                run_miniature(estimator, n_features)
+                how = "compiled here"
+            except Exception as exc:  # noqa: BLE001 - only a head start: the job compiles
+                how = f"miniature failed ({exc!r})"
+            _trim_memory()
+    if how.startswith(("not", "miniature failed")):
+        logger.debug("kernels not compiled before the job: %s", how)
+    return {"how": how, "seconds": time.perf_counter() - start}
+
+
 def _trim_memory() -> None:
     """Give the miniature's freed memory back to the system (glibc keeps it otherwise)."""
     gc.collect()
@@ -123,44 +202,16 @@ def _trim_memory() -> None:
         ctypes.CDLL("libc.so.6").malloc_trim(0)
 
 
-def _warm_here(estimator: Any, n_features: int, kind: str, client_pid: int) -> dict[str, Any]:
-    """In a worker: load the cached kernels, then (once per kind of fit) run the miniature.
-
-    Not in the client's own process (a cluster of threads): the miniature
-    sets the local scheduler for its process, which would reach the client.
-    """
-    start = time.perf_counter()
-    loaded = load_cached()
-    before = sum(overload_counts().values())
-    ran = False
-    with _done_lock:
-        first = kind not in _done and os.getpid() != client_pid
-        _done.add(kind)
-    if first:
-        n = max(MINI_CHUNK, min(MINI_ROWS, MINI_BYTES // (8 * n_features)))
-        rows = np.random.default_rng(0).standard_normal((n, n_features))
-        x = da.from_array(rows, chunks=(MINI_CHUNK, n_features))
-        try:
-            with unheard_phases(), overfull_pilot(MINI_OVERFULL), \
-                    dask.config.set(scheduler="sync"):
-                mini = miniature(estimator).fit(x)
-                mini.score_samples(x).compute()
-            ran = True
-        except Exception as exc:  # noqa: BLE001 - only a head start: the job compiles instead
-            logger.debug("the miniature fit that compiles the kernels failed: %r", exc)
-        del rows, x
-        _trim_memory()
-    return {"loaded": loaded, "compiled": sum(overload_counts().values()) - before,
-            "miniature": ran, "seconds": time.perf_counter() - start}
-
-
 def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     """Have every worker of the active cluster load or compile ``estimator``'s kernels.
 
-    What each worker did, by address (``loaded``: signatures read from the
-    kernel cache, ``compiled``: signatures compiled, ``miniature``: whether it
-    ran the miniature fit, ``seconds``); empty without a distributed client.
-    A worker that leaves meanwhile is skipped.
+    What each worker did, by address: ``how``, in words (``'ready'``: this
+    kind of fit was readied before in the process, or the process is the
+    client's; ``'cached'``: the cache holds this kind's kernels; ``'compiled
+    apart'``: a new process compiled them into the cache; ``'compiled
+    here'``: no cache, the worker ran the miniature; or why none of these
+    happened), and ``seconds``.  Empty without a distributed client.  A
+    worker that leaves meanwhile is skipped.
     """
     client = active_client()
     if client is None:
@@ -197,3 +248,24 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     if done:
         logger.debug("kernels ready on %d workers: %s", len(done), done)
     return done
+
+
+def _main() -> None:
+    """``python -m daskdepth.estimators.warmup MARKER``: the miniature of a pickled estimator.
+
+    Reads ``(estimator, n_features)`` (cloudpickle) from standard input, runs
+    its miniature, which caches every kernel it compiles, and writes the
+    marker file that says so.
+    """
+    import cloudpickle
+
+    estimator, n_features = cloudpickle.loads(sys.stdin.buffer.read())
+    run_miniature(estimator, n_features)
+    marker = Path(sys.argv[1])
+    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
+    tmp.write_text(f"kernels of {type(estimator).__name__} with {n_features} features cached\n")
+    os.replace(tmp, marker)
+
+
+if __name__ == "__main__":
+    _main()

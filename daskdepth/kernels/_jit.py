@@ -348,78 +348,58 @@ def kernels_cached(share: float = 0.5) -> bool:
     return found >= share * len(_KERNELS)
 
 
-def import_kernels() -> list[Any]:
-    """Import every kernel module of the package; every kernel made so far (a copy of the list).
 
-    Kernels are made when their module is imported, so :func:`load_cached`
-    imports them all first: a job's tasks may need any of them.
-    """
-    import importlib
-    import pkgutil
+def compiled_here() -> dict[str, int]:
+    """Signatures this process compiled, not found in the cache, per kernel (``module.name``).
 
-    from .. import kernels as package
-
-    for module in pkgutil.iter_modules(package.__path__):
-        if not module.name.startswith("_"):
-            importlib.import_module(f"{package.__name__}.{module.name}")
-    with _lock:
-        return list(_KERNELS)
-
-
-def _cached_signatures(dispatcher: Any) -> list[Any]:
-    """The signatures of ``dispatcher`` that its cache holds for this machine's code generator."""
-    cache_obj = getattr(dispatcher, "_cache", None)
-    files = getattr(cache_obj, "_cache_file", None)
-    if files is None or not hasattr(files, "_load_index"):
-        return []
-    try:
-        index = files._load_index()  # Numba's own reader: an outdated index reads as empty
-    except Exception:  # noqa: BLE001 - unreadable: the kernel compiles when first called
-        return []
-    magic = dispatcher.targetctx.codegen().magic_tuple()
-    return [key[0] for key in index
-            if isinstance(key, tuple) and len(key) > 1 and key[1] == magic]
-
-
-def load_cached() -> int:
-    """Load every compiled signature the kernel cache holds into this process; how many.
-
-    Loading a cached kernel takes milliseconds and a few hundred kilobytes,
-    where compiling it takes seconds and, while the compiler runs, tens of
-    megabytes: a worker that loads them before the first pass of a job does
-    not compile during it, when its memory is planned full of row chunks and
-    summary blocks.  Signatures already in the process are skipped; a kernel
-    without a cache (or with an unreadable entry, see :func:`_guard_cache`)
-    is left to compile when first called.
+    Zero everywhere when every kernel a job used came from the cache.
 
     Examples
     --------
-    >>> load_cached() >= 0
-    True
-    """
-    loaded = 0
-    for dispatcher in import_kernels():
-        for sig in _cached_signatures(dispatcher):
-            if sig in dispatcher.overloads:
-                continue
-            try:
-                dispatcher.compile(sig)  # Numba looks in the cache before it compiles
-            except Exception:  # noqa: BLE001 - a stale entry: compiled when first called
-                continue
-            loaded += 1
-    return loaded
-
-
-def overload_counts() -> dict[str, int]:
-    """Compiled signatures in this process, per kernel (``module.name``): what a job compiled.
-
-    Examples
-    --------
-    >>> counts = overload_counts()
-    >>> all(n >= 0 for n in counts.values())
+    >>> all(n >= 0 for n in compiled_here().values())
     True
     """
     with _lock:
         kernels = list(_KERNELS)
     return {f"{k.py_func.__module__.rpartition('.')[2]}.{k.py_func.__qualname__}":
-            len(k.overloads) for k in kernels}
+            sum(k.stats.cache_misses.values()) for k in kernels}
+
+def kernels_stamp() -> str:
+    """A digest of the kernels' sources (name, size, modification time) and of Numba's version.
+
+    Numba keeps a cache entry only while its module's size and modification
+    time are unchanged; a record of what the cache holds (:func:`ready_marker`)
+    is keyed on the same facts, so it goes stale with the entries.
+    """
+    import hashlib
+
+    from .. import kernels as package
+
+    digest = hashlib.sha256(f"{numba.__version__} {sys.version_info[:2]}".encode())
+    for path in sorted(Path(package.__path__[0]).glob("*.py")):
+        st = path.stat()
+        digest.update(f"{path.name} {st.st_size} {st.st_mtime_ns}".encode())
+    return digest.hexdigest()[:20]
+
+
+def ready_marker(kind: str) -> Path | None:
+    """The file that says the kernel cache holds what a job of ``kind`` compiles; None: no cache.
+
+    Written (plain text) once a job of that kind has run with this cache, so
+    that later processes only load the cached kernels.  Its name carries
+    :func:`kernels_stamp`: after an upgrade the job's kernels are compiled
+    again.
+
+    Examples
+    --------
+    >>> marker = ready_marker("a kind of job")
+    >>> marker is None or marker.name.startswith("ready-")
+    True
+    """
+    folder = kernel_cache_dir()
+    if folder is None:
+        return None
+    import hashlib
+
+    name = hashlib.sha256(f"{kind} {kernels_stamp()}".encode()).hexdigest()[:24]
+    return folder / f"ready-{name}"
