@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
+from ..estimators.warmup import warm_workers
 from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
 from ..io.outputs import write_dataset
@@ -393,6 +394,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
             runner(args, ui) as run:
         attrs = _apply_attrs(model, source, args.model, document, argv)
+        warm_workers(model, model.n_features_in_)  # a cluster's workers compile nothing mid-job
         flagged = write_depth(run, model, source, out, contamination, attrs, std=args.std,
                               explain=args.explain)
         target = out.commit()
