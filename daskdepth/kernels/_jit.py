@@ -44,6 +44,7 @@ functions and settings are untouched.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import os
 import stat
 import sys
@@ -371,12 +372,8 @@ def kernels_stamp() -> str:
     time are unchanged; a record of what the cache holds (:func:`ready_marker`)
     is keyed on the same facts, so it goes stale with the entries.
     """
-    import hashlib
-
-    from .. import kernels as package
-
     digest = hashlib.sha256(f"{numba.__version__} {sys.version_info[:2]}".encode())
-    for path in sorted(Path(package.__path__[0]).glob("*.py")):
+    for path in sorted(Path(__file__).parent.glob("*.py")):  # the kernel modules
         st = path.stat()
         digest.update(f"{path.name} {st.st_size} {st.st_mtime_ns}".encode())
     return digest.hexdigest()[:20]
@@ -399,7 +396,5 @@ def ready_marker(kind: str) -> Path | None:
     folder = kernel_cache_dir()
     if folder is None:
         return None
-    import hashlib
-
     name = hashlib.sha256(f"{kind} {kernels_stamp()}".encode()).hexdigest()[:24]
     return folder / f"ready-{name}"
