@@ -74,7 +74,7 @@ MINI_TOL = 1e-2
 #: (:func:`daskdepth.fitting.summaries.overfull_pilot`).
 MINI_OVERFULL = 3.0
 
-#: Kinds of fit (:func:`fit_kind`) whose miniature ran in this process.
+#: Kinds of fit (:func:`fit_kind`) whose kernels this process has seen to.
 _done: set[str] = set()
 _done_lock = threading.Lock()
 
