@@ -6,7 +6,6 @@ warnings it silences are the same for all of them.
 
 from __future__ import annotations
 
-import warnings
 from typing import Any
 
 import dask.array as da
@@ -14,7 +13,7 @@ import numpy as np
 
 from ..kernels.hashing import keyed_sample
 from ..passes.scoring import score_array
-from ..runtime.client import keep_placement, phase
+from ..runtime.client import keep_placement, phase, sent_in_graph
 from ..runtime.keys import key_name
 from ..runtime.memory import row_chunk
 from ..summary.statistics import MEAN, Statistic
@@ -46,10 +45,9 @@ def offset_depths(summary: Any, sample: np.ndarray, token: str,
     sample = offset_pick(sample)
     rows = da.from_array(sample, chunks=(row_chunk(*sample.shape), sample.shape[1]),
                          name=key_name("cut", token))
-    with phase("offset"), keep_placement(), warnings.catch_warnings():
-        # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
-        # the graph on purpose, once; distributed warns about any graph over 10 MB.
-        warnings.filterwarnings("ignore", message="Sending large graph")
+    # The sample rows (up to SAMPLE_SIZE of them, 20 MiB at 40 features) are sent in
+    # the graph on purpose, once.
+    with phase("offset"), keep_placement(), sent_in_graph():
         return score_array(rows, summary, raise_nan=False, token=token,
                            statistic=statistic).compute()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -150,6 +151,20 @@ def broadcast(obj: Any, name: str) -> Any:
         key = f"{name}-{uuid.uuid4().hex[:12]}"
         return client.scatter({key: obj}, broadcast=True)[key]
     return delayed(obj, name=name, traverse=False)
+
+
+@contextlib.contextmanager
+def sent_in_graph() -> Iterator[None]:
+    """Context in which computing a graph that carries data on purpose raises no warning.
+
+    Objects sent once as keys of a graph (recomputable from the scheduler,
+    unlike scattered data: row samples, summary blocks and their copies) make
+    graphs over 10 MB, and distributed warns about any of them ("Sending large
+    graph"), telling the user to load the data with dask instead.
+    """
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Sending large graph")
+        yield
 
 
 def keep_placement() -> Any:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import contextlib
 import uuid
-import warnings
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -29,7 +28,7 @@ from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
-from .client import active_client, worker_records
+from .client import active_client, sent_in_graph, worker_records
 from .placement import keep_placed
 
 
@@ -77,9 +76,7 @@ def share(obj: Any, name: str) -> Any:
     if client is None:
         return delayed(obj, name=name, traverse=False)
     literal = delayed(obj, name=f"{name}-{uuid.uuid4().hex[:12]}", traverse=False)
-    with warnings.catch_warnings():
-        # The object is sent on purpose, once; dask warns about any graph over 10 MB.
-        warnings.filterwarnings("ignore", message="Sending large graph")
+    with sent_in_graph():  # the object is sent on purpose, once
         return client.compute(literal)
 
 
@@ -281,8 +278,7 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
             # Named after the caller (the dashboard shows the verb), unique as share's keys.
             literals = [delayed(item, name=f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}",
                                 traverse=False) for k, item in zip(run, items, strict=True)]
-            with warnings.catch_warnings():
-                warnings.filterwarnings("ignore", message="Sending large graph")
+            with sent_in_graph():
                 futures = client.compute(literals, workers=[addr] if addr else None,
                                          allow_other_workers=True)
             for k, future in zip(run, futures, strict=True):
@@ -450,10 +446,7 @@ def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
         # Submitted at once, in one graph (each object sent once): the memory manager
         # drops replicas no task waits for, and the pass's own graph comes later.
         keep_placed(client)
-        with warnings.catch_warnings():
-            # The blocks are sent on purpose, once, as keys of the graph (recomputable, unlike
-            # scattered data); dask warns about any graph over 10 MB.
-            warnings.filterwarnings("ignore", message="Sending large graph")
+        with sent_in_graph():  # the blocks are sent on purpose, once, as keys of the graph
             flat = client.compute([t for tasks in out.values() for t in tasks])
         k = 0
         for worker, tasks in out.items():
