@@ -153,11 +153,18 @@ def _compile_apart(estimator: Any, n_features: int, marker: Path) -> str:
             input=cloudpickle.dumps((estimator, int(n_features))), capture_output=True,
             timeout=COMPILE_TIMEOUT, check=False, env=env)
     except (OSError, subprocess.SubprocessError) as exc:
-        return f"not compiled apart ({exc!r})"
+        return _not_compiled(f"not compiled apart ({exc!r})")
     if done.returncode != 0:
         tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return f"not compiled apart (exit status {done.returncode}: {' '.join(tail)})"
+        return _not_compiled(
+            f"not compiled apart (exit status {done.returncode}: {' '.join(tail)})")
     return "compiled apart"
+
+
+def _not_compiled(why: str) -> str:
+    """``why``, logged: the job's kernels compile during its passes, as without a warm-up."""
+    logger.debug("kernels not compiled before the job: %s", why)
+    return why
 
 
 def _warm_here(estimator: Any, n_features: int, kind: str, client_pid: int) -> dict[str, Any]:
@@ -188,10 +195,8 @@ def _warm_here(estimator: Any, n_features: int, kind: str, client_pid: int) -> d
                 run_miniature(estimator, n_features)
                 how = "compiled here"
             except Exception as exc:  # noqa: BLE001 - only a head start: the job compiles
-                how = f"miniature failed ({exc!r})"
+                how = _not_compiled(f"miniature failed ({exc!r})")
             _trim_memory()
-    if how.startswith(("not", "miniature failed")):
-        logger.debug("kernels not compiled before the job: %s", how)
     return {"how": how, "seconds": time.perf_counter() - start}
 
 

@@ -349,7 +349,6 @@ def kernels_cached(share: float = 0.5) -> bool:
     return found >= share * len(_KERNELS)
 
 
-
 def compiled_here() -> dict[str, int]:
     """Signatures this process compiled, not found in the cache, per kernel (``module.name``).
 
@@ -364,6 +363,7 @@ def compiled_here() -> dict[str, int]:
         kernels = list(_KERNELS)
     return {f"{k.py_func.__module__.rpartition('.')[2]}.{k.py_func.__qualname__}":
             sum(k.stats.cache_misses.values()) for k in kernels}
+
 
 def kernels_stamp() -> str:
     """A digest of the kernels' sources (name, size, modification time) and of Numba's version.
