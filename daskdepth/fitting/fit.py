@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import warnings
 from dataclasses import dataclass
+from typing import Any
 
 import dask.array as da
 import numpy as np
@@ -119,12 +120,13 @@ class FitFrame:
     directions: np.ndarray
     seed: int
     token: str
+    source: Any = None
 
 
 def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
               tol: float, rng: np.random.RandomState, nan_policy: str,
               frame: str = "correlation", whiten: bool = False, statistic: str = "depth",
-              plan: bool = True) -> FitFrame:
+              plan: bool = True, keep_sample: bool = False) -> FitFrame:
     """The moments pass, the covariance, the whitening and the directions of a fit.
 
     The phases: one moments pass (:func:`daskdepth.passes.moments.moments_pass`),
@@ -134,7 +136,10 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     one or two more passes, :mod:`daskdepth.fitting.frame`) when ``whiten``,
     and the directions (their number from a pilot on the row sample for
     ``n_directions='auto'``).  With ``plan``, a fit whose leaf summaries at
-    ``tol`` cannot fit in memory is refused before the first pass.
+    ``tol`` cannot fit in memory is refused before the first pass.  With
+    ``keep_sample``, on a distributed client, ``source`` is the future of the
+    moments pass, whose row sample the summary's pilots read where it is
+    (see :func:`daskdepth.fitting.summaries.build_summary`).
     """
     n_total, d = x.shape
     if plan and n_directions != "auto":  # refused before the first pass
@@ -142,7 +147,8 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
                      whiten, statistic)
-    mom = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol), token=token)
+    mom, source = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol),
+                               token=token, keep=keep_sample)
     _check_rows(mom, n_total, nan_policy)
     cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
                           token=token, equivariant=frame == "invariant")
@@ -161,7 +167,8 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
             _check_plan(mom.n, d, m, tol)  # before the summary's passes
     else:
         m = n_directions if n_directions is not None else 100 * d
-    return FitFrame(mom, cfit, w, rank, report, draw_directions(rng, m, d, w), seed, token)
+    return FitFrame(mom, cfit, w, rank, report, draw_directions(rng, m, d, w), seed, token,
+                    source)
 
 
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
@@ -182,7 +189,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     whiten = depth == "ai-irw" if whiten is None else bool(whiten)
     fr = fit_frame(x, depth=depth, n_directions=n_directions, covariance=covariance, tol=tol,
                    rng=rng, nan_policy=nan_policy, frame=frame, whiten=whiten,
-                   statistic=statistic.name)
+                   statistic=statistic.name, keep_sample=True)
     mom, token, directions = fr.mom, fr.token, fr.directions
     location, cov, w, rank, report = (fr.cfit.location, fr.cfit.covariance, fr.basis, fr.rank,
                                       fr.report)
@@ -205,7 +212,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
         x, location, directions, mom.sample, mom.n, tol, token,
         block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact, statistic=statistic,
         wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()),
-        shard=shard)
+        shard=shard, source=fr.source)
     # The in-sample totals the exact path counts are sums over directions (the mean).
     if info.in_sample is not None and statistic.name == MEAN.name:
         in_sample = summary.depth_of_totals(info.in_sample)

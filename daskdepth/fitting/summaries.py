@@ -27,6 +27,7 @@ from ..passes.leaves import (
     collect_graph,
     histogram_graph,
 )
+from ..passes.moments import sample_columns
 from ..runtime.client import active_client, broadcast, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
@@ -309,7 +310,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   exact: bool = False,
                   statistic: Statistic = MEAN,
                   wave_directions: Callable[[], int] | None = None,
-                  shard: bool = True) -> tuple[DepthSummary, FitInfo]:
+                  shard: bool = True,
+                  source: Any = None) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
@@ -331,9 +333,16 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     their metadata; without ``shard`` (a summary small enough to copy to every
     worker, :func:`daskdepth.runtime.memory.shard_summary`) they come back here
     and each pass copies them to every worker, as the fitted model's scoring does.
+    ``source`` is the future of the moments pass that drew ``sample``
+    (:func:`~daskdepth.passes.moments.moments_pass` with ``keep``): on a
+    cluster the centred sample the pilots read is then made from it where it
+    is (:func:`~daskdepth.passes.moments.sample_columns`, which releases it).
     """
     ranges = direction_blocks(directions.shape[0], block_size)
-    columns = share(np.ascontiguousarray((sample - location).T), key_name("pick", token))
+    if source is not None and active_client() is not None:
+        columns = sample_columns(source, location, key_name("pick", token))
+    else:
+        columns = share(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     if exact and sample.shape[0] == n:
         sorted_blocks, in_sample = exact_phase(columns, directions, ranges, n, token, keep=shard)
         return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)

@@ -3,11 +3,14 @@ pass), and the factor pass (the ``R`` of the centred rows, for ill-conditioned c
 
 from __future__ import annotations
 
+import uuid
 from dataclasses import dataclass
+from typing import Any
 
 import dask
 import dask.array as da
 import numpy as np
+from dask.delayed import delayed
 from threadpoolctl import threadpool_limits
 
 from ..errors import MAX_BAD_ROWS
@@ -23,7 +26,7 @@ from ..kernels.moments import (
     merge_moments,
 )
 from ..kernels.selection import chunk_distances
-from ..runtime.client import phase
+from ..runtime.client import active_client, phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name
 from ..summary.nbytes import ArrayRecord
@@ -76,17 +79,51 @@ def _moments_merge(*parts: ChunkMoments) -> ChunkMoments:
     return out
 
 
-def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> ChunkMoments:
-    """One pass: count, mean, scatter, non-finite rows and a row sample."""
+def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str,
+                 keep: bool = False) -> tuple[ChunkMoments, Any]:
+    """One pass: count, mean, scatter, non-finite rows and a row sample.
+
+    Returns the result and, with ``keep`` on a distributed client, the future of
+    it (else None): what the summary's pilots read of the row sample is then
+    made from it where it is (:func:`sample_columns`), not sent from here.
+    """
     p = min(1.0, sample_size / max(1, x.shape[0]))
     blocks, starts = row_blocks(x)
     out = reduce_chunks(blocks, _moments_chunk, _moments_merge,
                         key=(key_name("tally", token),),
                         merge_key=key_name("merge", token, "moments"),
                         args=(seed, p), starts=starts)
+    client = active_client() if keep else None
     with phase("moments"):
-        (result,) = dask.compute(out)
-    return result
+        if client is None:
+            (result,) = dask.compute(out)
+            return result, None
+        future = client.compute(out)
+        return future.result(), future
+
+
+def _centred_columns(mom: ChunkMoments, location: np.ndarray) -> np.ndarray:
+    return np.ascontiguousarray((mom.sample - location).T)
+
+
+def sample_columns(source: Any, location: np.ndarray, name: str) -> Any:
+    """The future of the row sample of ``source`` minus ``location``, transposed.
+
+    ``source`` is the future :func:`moments_pass` kept; the columns are
+    computed from it on the worker that holds it, and ``source`` is released
+    (its key stays on the scheduler as the columns' dependency until they are
+    computed, and can be computed again if a worker is lost).  Sending the
+    columns from the client instead would make them part of a task's
+    definition, which every worker that runs it keeps for as long as any key
+    computed from it lives (distributed keeps the definitions of the released
+    dependencies of keys in memory): the whole row sample, on one worker, for
+    the life of the summary.
+    """
+    key = f"{name}-{uuid.uuid4().hex[:12]}"
+    future = source.client.compute(delayed(_centred_columns, pure=True)(
+        source, location, dask_key_name=key))
+    source.release()
+    return future
 
 
 def factor_pass(x: da.Array, location: np.ndarray, *, support: Support | None = None,
