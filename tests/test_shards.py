@@ -585,3 +585,43 @@ def test_block_metadata_is_computed_where_the_block_is(cluster, data):
         assert len(deps) == 1, key
         (holders,) = deps.values()
         assert placed and placed <= holders and ran in placed, key
+
+
+def _largest_released_spec(input_name: str, dask_worker=None) -> tuple[int, str]:
+    """Bytes and key of the largest definition of a task the worker keeps but no longer holds.
+
+    The input's own chunks (a NumPy array, sent in the graph by the user) are left out.
+    """
+    from dask.sizeof import sizeof
+
+    specs = [(sizeof(ts.run_spec), str(key)) for key, ts in dask_worker.state.tasks.items()
+             if ts.state != "memory" and ts.run_spec is not None
+             and not str(key).startswith(("('" + input_name, input_name))]
+    return max(specs, default=(0, ""))
+
+
+def test_no_worker_keeps_the_row_sample_in_a_task_definition(cluster):
+    """The pilots' row sample is made on a worker, not sent as a literal in the graph.
+
+    A worker keeps the definition of every released task that a key it holds
+    was computed from; a sample sent from the client as a literal task would
+    stay, whole, on the worker that ran it for as long as the summary's blocks
+    live (at 10^6 x 40, 48 MiB of a 1 GiB worker, all through scoring).
+    """
+    from daskdepth.fitting.fit import pilot_sample_size
+
+    d, tol = 8, 2e-3
+    x = gaussian_data(DISTRIBUTED_ROWS, d, seed=6)
+    sample_bytes = min(pilot_sample_size(d, tol), DISTRIBUTED_ROWS) * d * 8
+    with Client(cluster) as client:
+        xd = chunked(x, 20_000)
+        model = daskdepth.IRW(n_directions=M, tol=tol, random_state=3).fit(xd)
+        assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+        largest = client.run(_largest_released_spec, xd.name)
+        depth = model.score_samples(x[:2000])
+    assert sample_bytes > 500_000
+    # (the offset's rows, a subsample sent in the graph, may still be on their way out)
+    assert all(size < sample_bytes / 2 for size, _ in largest.values()), (sample_bytes, largest)
+    with dask.config.set(scheduler="threads"):
+        base = daskdepth.IRW(n_directions=M, tol=tol, random_state=3).fit(chunked(x, 20_000))
+    np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))
