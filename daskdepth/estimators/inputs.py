@@ -30,7 +30,6 @@ from __future__ import annotations
 import decimal
 import math
 import numbers
-import uuid
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -44,7 +43,7 @@ from dask.base import tokenize
 
 from ..errors import nan_rows_message
 from ..runtime.client import keep_placement
-from ..runtime.keys import key_name
+from ..runtime.keys import fresh_token, key_name
 from ..runtime.memory import row_chunk
 
 NAN_POLICIES = ("raise", "omit")
@@ -611,4 +610,4 @@ def _from_memory(x: np.ndarray, what: str, nan_policy: str) -> da.Array:
     n, d = x.shape
     # A fresh name: the wrapped array is not hashed (that would read all of it).
     return da.from_array(x, chunks=(row_chunk(n, d), d),
-                         name=key_name("wrap", uuid.uuid4().hex))
+                         name=key_name("wrap", fresh_token()))

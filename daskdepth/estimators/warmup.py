@@ -37,7 +37,6 @@ import subprocess
 import sys
 import threading
 import time
-import uuid
 from pathlib import Path
 from typing import Any
 
@@ -51,7 +50,7 @@ from ..fitting.offset import SAMPLE_SIZE
 from ..fitting.summaries import overfull_pilot
 from ..kernels._jit import ready_marker
 from ..runtime.client import active_client, phase, unheard_phases, worker_records
-from ..runtime.keys import key_name
+from ..runtime.keys import fresh_token, key_name
 
 logger = logging.getLogger(__name__)
 
@@ -229,7 +228,7 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
         return {}
     kind = fit_kind(estimator, n_features)
     mini = miniature(estimator)
-    token = uuid.uuid4().hex[:12]  # one warm-up per fit: keys never shared with another
+    token = fresh_token()  # one warm-up per fit: keys never shared with another
 
     def submit(i: int, addr: str) -> Any:
         # loose restriction: a worker that left meanwhile must not leave the task waiting

@@ -3,7 +3,6 @@ pass), and the factor pass (the ``R`` of the centred rows, for ill-conditioned c
 
 from __future__ import annotations
 
-import uuid
 from dataclasses import dataclass
 from typing import Any
 
@@ -28,7 +27,7 @@ from ..kernels.moments import (
 from ..kernels.selection import chunk_distances
 from ..runtime.client import active_client, phase
 from ..runtime.graph import reduce_chunks, row_blocks
-from ..runtime.keys import key_name
+from ..runtime.keys import key_name, unique_key
 from ..summary.nbytes import ArrayRecord
 
 
@@ -119,7 +118,7 @@ def sample_columns(source: Any, location: np.ndarray, name: str) -> Any:
     dependencies of keys in memory): the whole row sample, on one worker, for
     the life of the summary.
     """
-    key = f"{name}-{uuid.uuid4().hex[:12]}"
+    key = unique_key(name)
     future = source.client.compute(delayed(_centred_columns, pure=True)(
         source, location, dask_key_name=key))
     source.release()

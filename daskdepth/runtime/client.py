@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -14,7 +13,7 @@ from dask.base import named_schedulers
 from dask.delayed import delayed
 from distributed import default_client, span
 
-from .keys import check_phase
+from .keys import check_phase, unique_key
 
 #: Names of dask's local schedulers (``dask.config.set(scheduler=...)``): with one of
 #: them set, tasks run locally even when a distributed Client exists.
@@ -148,7 +147,7 @@ def broadcast(obj: Any, name: str) -> Any:
     """
     client = active_client()
     if client is not None:
-        key = f"{name}-{uuid.uuid4().hex[:12]}"
+        key = unique_key(name)
         return client.scatter({key: obj}, broadcast=True)[key]
     return delayed(obj, name=name, traverse=False)
 

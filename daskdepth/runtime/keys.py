@@ -10,6 +10,8 @@ letters: ``daskdepth-`` plus the verb is always shown whole.
 
 from __future__ import annotations
 
+import uuid
+
 #: Every verb of a key this package creates, with the phase it belongs to.
 VERBS: dict[str, str] = {
     "warm": "each worker loads (or compiles) the kernels before a fit's first pass",
@@ -146,3 +148,33 @@ def is_package_key(key: object) -> bool:
         return False
     word, _, rest = name.partition("-")
     return word == PACKAGE_WORD and rest.partition("-")[0] in VERBS
+
+
+def fresh_token() -> str:
+    """A new random token of 12 hex digits, for keys that must never be reused.
+
+    A key reused soon after an earlier job released it could meet that release
+    on the scheduler (the new task would be forgotten with the old one), so keys
+    sent to a cluster as data, and a fit's warm-up, get a token of their own.
+
+    Examples
+    --------
+    >>> len(fresh_token()), fresh_token() != fresh_token()
+    (12, True)
+    """
+    return uuid.uuid4().hex[:12]
+
+
+def unique_key(name: str, *more: object) -> str:
+    """``name[-<more>...]-<fresh token>``: a key of ``name``'s group never used before.
+
+    ``name`` is usually a :func:`key_name`, so the dashboard still shows the
+    key in its verb's group.
+
+    Examples
+    --------
+    >>> key = unique_key(key_name("share", "3f2a"), 0)
+    >>> key.startswith("daskdepth-share-3f2a-0-"), is_package_key(key)
+    (True, True)
+    """
+    return "-".join([name, *(str(m) for m in more), fresh_token()])

@@ -17,7 +17,6 @@ which the scheduler keeps and reruns for lost keys.
 from __future__ import annotations
 
 import contextlib
-import uuid
 from collections.abc import Sequence
 from typing import Any, NamedTuple
 
@@ -29,6 +28,7 @@ from distributed import Future, wait
 
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
 from .client import active_client, sent_in_graph, worker_records
+from .keys import unique_key
 from .placement import keep_placed
 
 
@@ -75,7 +75,7 @@ def share(obj: Any, name: str) -> Any:
     client = active_client()
     if client is None:
         return delayed(obj, name=name, traverse=False)
-    literal = delayed(obj, name=f"{name}-{uuid.uuid4().hex[:12]}", traverse=False)
+    literal = delayed(obj, name=unique_key(name), traverse=False)
     with sent_in_graph():  # the object is sent on purpose, once
         return client.compute(literal)
 
@@ -276,7 +276,7 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
             # Sent as tasks of their own, not scattered: the scheduler keeps them, so a
             # block (and the copies read from it) lost with its worker is made again.
             # Named after the caller (the dashboard shows the verb), unique as share's keys.
-            literals = [delayed(item, name=f"{name}-{local[k]}-{uuid.uuid4().hex[:12]}",
+            literals = [delayed(item, name=unique_key(name, local[k]),
                                 traverse=False) for k, item in zip(run, items, strict=True)]
             with sent_in_graph():
                 futures = client.compute(literals, workers=[addr] if addr else None,
