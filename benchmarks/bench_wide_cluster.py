@@ -142,8 +142,16 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
             with RssSampler(pids) as sampler, warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
 
+                began: dict[str, float] = {}
+                seconds: dict[str, float] = {}
+
                 def label(name: str, started: bool, _span: str | None) -> None:
                     sampler.phase = name if started else f"after {name}"
+                    if started:
+                        began[name] = time.perf_counter()
+                    elif name in began:
+                        seconds[name] = seconds.get(name, 0.0) + (
+                            time.perf_counter() - began.pop(name))
 
                 t0 = time.perf_counter()
                 with listen_to_phases(label):
@@ -173,6 +181,7 @@ def run(args: argparse.Namespace, root: Path) -> dict[str, Any]:
         "fit_s": round(fit_s, 1), "score_s": round(score_s, 1), "passes": passes,
         "ns_per_row_direction_core": round(1e9 * (fit_s + score_s) * cores / (n * m), 1),
         "peak_rss_sampled": sorted(sampler.peak.values()),
+        "seconds_by_phase": {ph: round(t, 3) for ph, t in seconds.items()},
         "peak_rss_by_phase": {ph: sorted(v.values()) for ph, v in sampler.by_phase.items()},
         "peak_rss_getrusage": sorted(r["peak_rss"] for r in reports.values()),
         "rss_at_start": sorted(rss_start.values()),
@@ -259,6 +268,8 @@ def main(argv: list[str] | None = None) -> int:
             print("peak worker RSS (MiB) by phase:", "; ".join(
                 f"{ph} {' / '.join(_mib(b) for b in v)}"
                 for ph, v in result["peak_rss_by_phase"].items()), file=sys.stderr)
+            print("seconds by phase:", "; ".join(
+                f"{ph} {t:.1f}" for ph, t in result["seconds_by_phase"].items()), file=sys.stderr)
             if args.json:
                 with open(args.json, "a") as f:
                     f.write(json.dumps(result) + "\n")

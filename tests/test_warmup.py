@@ -9,14 +9,14 @@ from distributed import Client, LocalCluster
 import daskdepth
 from daskdepth.estimators.warmup import (
     MINI_DIRECTIONS,
-    _compile_apart,
-    _warm_here,
     fit_kind,
     miniature,
+    miniature_job,
     warm_workers,
 )
 from daskdepth.kernels._jit import compiled_here
 from daskdepth.runtime.client import listen_to_phases, phase, unheard_phases
+from daskdepth.runtime.warm import compile_apart, warm_here
 
 
 @pytest.mark.slow
@@ -30,9 +30,9 @@ def test_a_cold_cluster_compiles_apart_and_nothing_in_the_workers(tmp_path, monk
         x = x.persist()
         model = daskdepth.IRW(n_directions=20, tol=1e-4, random_state=0)
         ready = warm_workers(model, 2)
-        # the first worker had the kernels compiled by a process apart; the second
-        # finds the cache's record of them (the cache is shared)
-        assert [ready[addr]["how"] for addr in sorted(ready)] == ["compiled apart", "cached"]
+        # both warm up at once: one had the kernels compiled by a process apart while
+        # the other waited on the cache's lock, then found the record (the cache is shared)
+        assert sorted(r["how"] for r in ready.values()) == ["cached", "compiled apart"]
         assert sum(client.run(lambda: sum(compiled_here().values())).values()) == 0
         model.fit(x)
         assert model.n_passes_ == 2  # every phase ran: the histogram and the refinement
@@ -43,6 +43,11 @@ def test_a_cold_cluster_compiles_apart_and_nothing_in_the_workers(tmp_path, monk
                                         for k in __import__("daskdepth.kernels._jit",
                                                             fromlist=["_"])._KERNELS))
         assert all(n > 0 for n in loaded.values())
+        # the miniature was unpickled only in the process that compiled: the workers
+        # imported what the passes need, not the estimators or scikit-learn
+        imported = client.run(lambda: sorted(
+            m for m in ("sklearn", "daskdepth.estimators") if m in __import__("sys").modules))
+        assert imported == {a: [] for a in ready}
         again = warm_workers(model, 2)  # once per process and kind of fit
         assert [r["how"] for r in again.values()] == ["ready"] * 2
 
@@ -56,21 +61,21 @@ class Refusing(daskdepth.IRW):
 
 def test_a_failing_miniature_leaves_the_kernels_to_the_job(tmp_path):
     marker = tmp_path / "ready-x"
-    how = _compile_apart(Refusing(), 2, marker)
+    how = compile_apart(miniature_job(Refusing(), 2), marker)
     assert how.startswith("not compiled apart (exit status 1: RuntimeError: refused")
     assert not marker.exists()  # the cache does not claim what it does not hold
 
 
 def test_the_process_apart_caches_and_says_so(tmp_path):
     marker = tmp_path / "ready-y"
-    assert _compile_apart(daskdepth.IRW(), 2, marker) == "compiled apart"
+    assert compile_apart(miniature_job(daskdepth.IRW(), 2), marker) == "compiled apart"
     assert "IRW with 2 features" in marker.read_text()
 
 
 def test_nothing_is_compiled_in_the_clients_own_process():
     import os
 
-    done = _warm_here(Refusing(), 2, "a kind of its own", client_pid=os.getpid())
+    done = warm_here(miniature_job(Refusing(), 2), "a kind of its own", client_pid=os.getpid())
     assert done["how"] == "ready"
 
 
@@ -101,11 +106,12 @@ def test_phases_of_a_job_run_for_its_own_purpose_are_not_heard():
 
 
 def test_without_a_kernel_cache_the_miniature_runs_in_the_worker(monkeypatch):
-    import daskdepth.estimators.warmup as warmup
+    import daskdepth.runtime.warm as warm
 
-    monkeypatch.setattr(warmup, "ready_marker", lambda kind: None)
-    done = _warm_here(daskdepth.IRW(), 2, "a kind without a cache", client_pid=-1)
+    monkeypatch.setattr(warm, "ready_marker", lambda kind: None)
+    job = miniature_job(daskdepth.IRW(), 2)
+    done = warm_here(job, "a kind without a cache", client_pid=-1)
     assert done["how"] == "compiled here"
     # once per process and kind of fit
-    again = _warm_here(daskdepth.IRW(), 2, "a kind without a cache", client_pid=-1)
+    again = warm_here(job, "a kind without a cache", client_pid=-1)
     assert again["how"] == "ready"

@@ -8,36 +8,34 @@ planned full of row chunks and summary blocks.  A fit of 10^6 x 40 on two
 1 GiB workers spilled 3,055 keys to disk so with an empty cache.
 
 So before the first pass of a fit on a cluster each worker runs one task
-(phase ``kernels``, keys ``daskdepth-warm-*``) that, once per worker process
-and kind of fit (:func:`fit_kind`), unless the kernel cache says it holds that
-kind's kernels (:func:`daskdepth.kernels._jit.ready_marker`), has a new
-Python process fit and score a miniature of the job (:data:`MINI_ROWS`
-random rows with the same features and the estimator's own parameters,
-:data:`MINI_DIRECTIONS` directions, local scheduler) that goes through every
-phase of a large fit, the refinement included.  That process compiles what
-the cache lacks into it and ends, taking the compiler's memory with it; the
-job's tasks then load each kernel from the cache when they first call it.
+(phase ``kernels``, keys ``daskdepth-warm-*``; the worker's side is
+:mod:`daskdepth.runtime.warm`) that, once per worker process and kind of fit
+(:func:`fit_kind`), unless the kernel cache says it holds that kind's kernels
+(:func:`daskdepth.kernels._jit.ready_marker`), has a new Python process fit
+and score a miniature of the job (:data:`MINI_ROWS` random rows with the same
+features and the estimator's own parameters, :data:`MINI_DIRECTIONS`
+directions, local scheduler) that goes through every phase of a large fit, the
+refinement included.  That process compiles what the cache lacks into it and
+ends, taking the compiler's memory with it; the job's tasks then load each
+kernel from the cache when they first call it.
 
-One worker goes first, so that the workers of a machine, which share its
-cache, compile once.  Nothing here changes a result: the miniature is thrown
-away, and when it fails the kernels compile during the passes, as they would
-without it.  Without a kernel cache
-(:func:`daskdepth.kernels._jit.kernel_cache_dir` is None) the miniature runs
-in the worker itself: the job would compile there anyway.
+The miniature travels pickled, as bytes, and is unpickled only where it runs:
+a worker whose cache is ready does not import this module, the estimators or
+scikit-learn (the passes do not need them).  The workers warm up at the same
+time; those of a machine, which share its cache, take turns through a lock
+file, so that one compiles and the others then find the cache's record.
+Nothing here changes a result: the miniature is thrown away, and when it
+fails the kernels compile during the passes, as they would without it.
+Without a kernel cache (:func:`daskdepth.kernels._jit.kernel_cache_dir` is
+None) the miniature runs in the worker itself: the job would compile there
+anyway.
 """
 
 from __future__ import annotations
 
-import contextlib
-import ctypes
-import gc
+import functools
 import logging
 import os
-import subprocess
-import sys
-import threading
-import time
-from pathlib import Path
 from typing import Any
 
 import dask
@@ -48,9 +46,9 @@ from sklearn.base import clone
 
 from ..fitting.offset import SAMPLE_SIZE
 from ..fitting.summaries import overfull_pilot
-from ..kernels._jit import ready_marker
 from ..runtime.client import active_client, phase, unheard_phases, worker_records
 from ..runtime.keys import fresh_token, key_name
+from ..runtime.warm import warm_here
 
 logger = logging.getLogger(__name__)
 
@@ -72,11 +70,6 @@ MINI_TOL = 1e-2
 #: the histogram finds leaves too heavy and the refinement runs, as in large jobs
 #: (:func:`daskdepth.fitting.summaries.overfull_pilot`).
 MINI_OVERFULL = 3.0
-
-#: Kinds of fit (:func:`fit_kind`) whose kernels this process has seen to.
-_done: set[str] = set()
-_done_lock = threading.Lock()
-
 
 def fit_kind(estimator: Any, n_features: int) -> str:
     """What decides which kernels a fit compiles: the class, the parameters, the features.
@@ -131,79 +124,24 @@ def run_miniature(estimator: Any, n_features: int) -> None:
         mini.score_samples(x).compute()
 
 
-#: Longest a worker waits for the process that compiles its kernels (then the job compiles).
-COMPILE_TIMEOUT = 900
+def miniature_job(estimator: Any, n_features: int) -> bytes:
+    """The miniature of ``estimator``'s fit, pickled for :func:`daskdepth.runtime.warm.warm_here`.
 
+    ``(callable, description)``: the callable runs :func:`run_miniature`.
 
-def _compile_apart(estimator: Any, n_features: int, marker: Path) -> str:
-    """Run the miniature in a new Python process, which compiles into the kernel cache.
-
-    The compiler's memory (a few hundred MiB for all the kernels, which a
-    process keeps until it ends) goes with that process; the worker then
-    loads the cached kernels, a small part of it.  What happened, in words.
+    Examples
+    --------
+    >>> import cloudpickle, daskdepth
+    >>> run, description = cloudpickle.loads(miniature_job(daskdepth.IRW(), 3))
+    >>> description
+    'kernels of IRW with 3 features cached'
     """
-    import cloudpickle
+    import cloudpickle  # only here: the one place that pickles the miniature
 
-    # the worker's own import path: classes and modules it was sent (upload_file) included
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in sys.path if p)}
-    try:
-        done = subprocess.run(
-            [sys.executable, "-m", __name__, str(marker)],
-            input=cloudpickle.dumps((estimator, int(n_features))), capture_output=True,
-            timeout=COMPILE_TIMEOUT, check=False, env=env)
-    except (OSError, subprocess.SubprocessError) as exc:
-        return _not_compiled(f"not compiled apart ({exc!r})")
-    if done.returncode != 0:
-        tail = done.stderr.decode(errors="replace").strip().splitlines()[-1:]
-        return _not_compiled(
-            f"not compiled apart (exit status {done.returncode}: {' '.join(tail)})")
-    return "compiled apart"
-
-
-def _not_compiled(why: str) -> str:
-    """``why``, logged: the job's kernels compile during its passes, as without a warm-up."""
-    logger.debug("kernels not compiled before the job: %s", why)
-    return why
-
-
-def _warm_here(estimator: Any, n_features: int, kind: str, client_pid: int) -> dict[str, Any]:
-    """In a worker, once per kind of fit: see that the kernel cache holds the job's kernels.
-
-    Where the cache says it does (its :func:`~daskdepth.kernels._jit.ready_marker`),
-    nothing is left to do: the job's tasks load each kernel from the cache
-    when first called (milliseconds, and a small part of the memory compiling
-    takes).  Otherwise a new process runs the miniature and caches its kernels.
-    Without a kernel cache the miniature runs here (the job would compile
-    here anyway).  Nothing in the client's own process (a cluster of threads):
-    its kernels are the client's, and the miniature would set the local
-    scheduler for the client too.
-    """
-    start = time.perf_counter()
-    with _done_lock:
-        first = kind not in _done and os.getpid() != client_pid
-        _done.add(kind)
-    how = "ready"
-    if first:
-        marker = ready_marker(kind)
-        if marker is not None and marker.exists():
-            how = "cached"
-        elif marker is not None:
-            how = _compile_apart(estimator, n_features, marker)
-        else:
-            try:
-                run_miniature(estimator, n_features)
-                how = "compiled here"
-            except Exception as exc:  # noqa: BLE001 - only a head start: the job compiles
-                how = _not_compiled(f"miniature failed ({exc!r})")
-            _trim_memory()
-    return {"how": how, "seconds": time.perf_counter() - start}
-
-
-def _trim_memory() -> None:
-    """Give the miniature's freed memory back to the system (glibc keeps it otherwise)."""
-    gc.collect()
-    with contextlib.suppress(OSError, AttributeError):
-        ctypes.CDLL("libc.so.6").malloc_trim(0)
+    return cloudpickle.dumps((functools.partial(run_miniature, miniature(estimator),
+                                                int(n_features)),
+                              f"kernels of {type(estimator).__name__} with {n_features} "
+                              "features cached"))
 
 
 def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
@@ -227,22 +165,18 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     if not workers:
         return {}
     kind = fit_kind(estimator, n_features)
-    mini = miniature(estimator)
+    job = miniature_job(estimator, n_features)
     token = fresh_token()  # one warm-up per fit: keys never shared with another
 
     def submit(i: int, addr: str) -> Any:
         # loose restriction: a worker that left meanwhile must not leave the task waiting
-        return client.submit(_warm_here, mini, n_features, kind, os.getpid(),
+        return client.submit(warm_here, job, kind, os.getpid(),
                              key=key_name("warm", token, i), workers=[addr],
                              allow_other_workers=True, pure=False)
 
     done: dict[str, dict[str, Any]] = {}
     with phase("kernels"):
-        first = submit(0, workers[0])
-        futures = [first]
-        with contextlib.suppress(Exception):
-            first.result()  # a cold cache shared by the machine's workers: one compiles
-        futures += [submit(i, addr) for i, addr in enumerate(workers[1:], 1)]
+        futures = [submit(i, addr) for i, addr in enumerate(workers)]
         for addr, future in zip(workers, futures, strict=True):
             try:
                 done[addr] = future.result()
@@ -252,24 +186,3 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     if done:
         logger.debug("kernels ready on %d workers: %s", len(done), done)
     return done
-
-
-def _main() -> None:
-    """``python -m daskdepth.estimators.warmup MARKER``: the miniature of a pickled estimator.
-
-    Reads ``(estimator, n_features)`` (cloudpickle) from standard input, runs
-    its miniature, which caches every kernel it compiles, and writes the
-    marker file that says so.
-    """
-    import cloudpickle
-
-    estimator, n_features = cloudpickle.loads(sys.stdin.buffer.read())
-    run_miniature(estimator, n_features)
-    marker = Path(sys.argv[1])
-    tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"kernels of {type(estimator).__name__} with {n_features} features cached\n")
-    os.replace(tmp, marker)
-
-
-if __name__ == "__main__":
-    _main()
