@@ -71,6 +71,7 @@ MINI_TOL = 1e-2
 #: (:func:`daskdepth.fitting.summaries.overfull_pilot`).
 MINI_OVERFULL = 3.0
 
+
 def fit_kind(estimator: Any, n_features: int) -> str:
     """What decides which kernels a fit compiles: the class, the parameters, the features.
 
