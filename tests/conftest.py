@@ -5,10 +5,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import dask
 import dask.array as da
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, settings
+
+from daskdepth.runtime.client import TASK_PROFILER, profiler_can_deadlock
 
 settings.register_profile(
     "daskdepth",
@@ -17,6 +20,13 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large],
 )
 settings.load_profile("daskdepth")
+
+if profiler_can_deadlock():
+    # distributed's task profiler can stop a process on Python 3.11 for good, with the
+    # GIL held (so not even pytest-timeout can end the test): off in this process's
+    # clusters and in the worker processes the tests start (the environment).
+    dask.config.set({TASK_PROFILER: False})
+    os.environ["DASK_" + TASK_PROFILER.upper().replace(".", "__").replace("-", "_")] = "False"
 
 #: Largest number of finite rows handled by the in-memory exact path.
 IN_MEMORY_ROWS = 1 << 16

@@ -41,7 +41,7 @@ from daskdepth.cli.jobs import write_store
 from daskdepth.cli.progress import Progress
 from daskdepth.cli.ui import UI
 from daskdepth.covariance.estimate import COVARIANCE_METHODS
-from daskdepth.runtime.client import phase
+from daskdepth.runtime.client import TASK_PROFILER, phase, profiler_can_deadlock
 from daskdepth.storage.atomic import LEASE_MARK, OLD_MARK, TMP_MARK, SafeOutput
 from daskdepth.storage.leases import Lease, this_process
 from daskdepth.storage.modelformat import save_model
@@ -735,6 +735,14 @@ def test_distributed_logs_are_held_back_unless_debug(tmp_path, capfd, caplog, mo
                  *SYNC]) == 1
     assert [r.name for r in caplog.records] == ["distributed.client", "tornado.application"]
     assert not logging.root.manager.disable  # restored after the job
+
+
+def test_the_local_cluster_has_no_task_profiler_where_it_can_deadlock():
+    # (the suite turns the profiler off where it can deadlock: turned on here)
+    with dask.config.set({TASK_PROFILER: True}), Runner(None, UI(quiet=True)) as runner:
+        profiled = runner.client.run(
+            lambda dask_worker: "profile" in dask_worker.periodic_callbacks)
+    assert profiled and set(profiled.values()) == {not profiler_can_deadlock()}
 
 
 def test_dashboard_of_the_local_cluster_is_on_this_machine_only(capsys):

@@ -26,9 +26,11 @@ from distributed import Client, LocalCluster
 
 from ..runtime.client import (
     LOCAL_SCHEDULERS,
+    TASK_PROFILER,
     keep_placement,
     key_names,
     phase,
+    profiler_can_deadlock,
     running_tasks,
 )
 from .parser import DEFAULT_DASHBOARD, DEFAULT_TIMEOUT
@@ -129,7 +131,10 @@ class Runner:
                        f"(dashboard: {self.client.dashboard_link})")
 
     def _start_local_cluster(self) -> None:
-        with warnings.catch_warnings():
+        # The workers run in this process: on Python 3.11 their task profiler can
+        # stop it for good (profiler_can_deadlock); the dashboard loses its profile page.
+        quiet = {TASK_PROFILER: False} if profiler_can_deadlock() else {}
+        with warnings.catch_warnings(), dask.config.set(quiet):
             warnings.simplefilter("ignore")  # e.g. the dashboard port is taken
             self.cluster = LocalCluster(
                 processes=False, dashboard_address=self.dashboard_address,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import sys
 import threading
 import warnings
 from collections.abc import Callable, Iterator
@@ -18,6 +19,30 @@ from .keys import check_phase, unique_key
 #: Names of dask's local schedulers (``dask.config.set(scheduler=...)``): with one of
 #: them set, tasks run locally even when a distributed Client exists.
 LOCAL_SCHEDULERS = frozenset(named_schedulers)
+
+
+#: Dask setting of the workers' statistical task profiler (``sys._current_frames`` every 10 ms).
+TASK_PROFILER = "distributed.worker.profile.enabled"
+
+
+def profiler_can_deadlock(version: tuple[int, ...] | None = None) -> bool:
+    """Whether distributed's task profiler can deadlock a worker on this Python (3.11).
+
+    On CPython 3.11 ``sys._current_frames`` can start a garbage collection
+    while it holds the interpreter's thread-list lock; a finalizer that waits
+    for that lock then holds the GIL for ever, and the whole process stops
+    (CPython gh-106883, distributed issue 8616).  distributed already turns off
+    its event-loop profiler on 3.11, but not the workers' task profiler, which
+    calls it every 10 ms.  Found in this project as a test process that stopped
+    with no CPU in an in-process cluster's scoring.  Patch releases from
+    3.11.9 changed when the collector runs; like distributed, every 3.11 counts.
+
+    Examples
+    --------
+    >>> profiler_can_deadlock((3, 11, 7)), profiler_can_deadlock((3, 12, 1))
+    (True, False)
+    """
+    return tuple(version or sys.version_info)[:2] == (3, 11)
 
 
 def active_client() -> Any | None:
