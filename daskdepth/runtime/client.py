@@ -28,14 +28,15 @@ TASK_PROFILER = "distributed.worker.profile.enabled"
 def profiler_can_deadlock(version: tuple[int, ...] | None = None) -> bool:
     """Whether distributed's task profiler can deadlock a worker on this Python (3.11).
 
-    On CPython 3.11 ``sys._current_frames`` can start a garbage collection
-    while it holds the interpreter's thread-list lock; a finalizer that waits
-    for that lock then holds the GIL for ever, and the whole process stops
-    (CPython gh-106883, distributed issue 8616).  distributed already turns off
-    its event-loop profiler on 3.11, but not the workers' task profiler, which
-    calls it every 10 ms.  Found in this project as a test process that stopped
-    with no CPU in an in-process cluster's scoring.  Patch releases from
-    3.11.9 changed when the collector runs; like distributed, every 3.11 counts.
+    On CPython 3.11 ``sys._current_frames`` holds the interpreter's
+    thread-list lock while it builds its result, which can run the garbage
+    collector and so wait for the GIL, while another thread holds the GIL and
+    waits for the thread-list lock: a lock-ordering deadlock that stops the
+    whole process (CPython gh-106883, distributed issue 8616).  distributed
+    already turns off its event-loop profiler on 3.11, but not the workers'
+    task profiler, which calls it every 10 ms.  Found in this project as a
+    test process that stopped with no CPU in an in-process cluster's scoring.
+    A fix went into a later 3.11 release; like distributed, every 3.11 counts.
 
     Examples
     --------
