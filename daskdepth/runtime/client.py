@@ -168,8 +168,8 @@ def broadcast(obj: Any, name: str) -> Any:
     Either way its key is ``name`` (a :func:`daskdepth.runtime.keys.key_name`),
     so the dashboard shows it in the group of its verb (``client.scatter`` names
     a lone object ``<type>-<uuid>``, but keeps the keys of a dict).  Scattered
-    keys get a unique suffix: a key reused soon after an earlier job released it
-    could meet that release on the scheduler.
+    keys get a unique suffix (:func:`daskdepth.runtime.keys.unique_key`, which
+    says why).
     """
     client = active_client()
     if client is not None:

@@ -154,8 +154,8 @@ def fresh_token() -> str:
     """A new random token of 12 hex digits, for keys that must never be reused.
 
     A key reused soon after an earlier job released it could meet that release
-    on the scheduler (the new task would be forgotten with the old one), so keys
-    sent to a cluster as data, and a fit's warm-up, get a token of their own.
+    on the scheduler, so keys sent to a cluster as data, and a fit's warm-up,
+    get a token of their own.
 
     Examples
     --------

@@ -68,9 +68,8 @@ def share(obj: Any, name: str) -> Any:
     the scheduler keeps the task, so blocks computed from it can be recomputed
     if a worker is lost, also after the future is released), and later graphs
     refer to the future instead of sending the object again.  Its key is
-    ``name`` with a unique suffix there (as :func:`daskdepth.runtime.client.broadcast`
-    does: a key reused soon after an earlier job released it could meet that
-    release on the scheduler).
+    ``name`` with a unique suffix there (:func:`daskdepth.runtime.keys.unique_key`,
+    which says why).
     """
     client = active_client()
     if client is None:
@@ -275,7 +274,7 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
                 continue
             # Sent as tasks of their own, not scattered: the scheduler keeps them, so a
             # block (and the copies read from it) lost with its worker is made again.
-            # Named after the caller (the dashboard shows the verb), unique as share's keys.
+            # Named after the caller (the dashboard shows the verb), unique (unique_key).
             literals = [delayed(item, name=unique_key(name, local[k]),
                                 traverse=False) for k, item in zip(run, items, strict=True)]
             with sent_in_graph():
