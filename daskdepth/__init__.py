@@ -12,6 +12,7 @@ import importlib as _importlib
 
 from ._version import __version__
 from .errors import (
+    ClusterSettingWarning,
     CovarianceRankWarning,
     FitTooLargeError,
     FrameWarning,
@@ -44,8 +45,8 @@ _LAZY = {
     "DepthSummary": ("daskdepth.summary.depth", "DepthSummary"),
 }
 
-__all__ = ["AIIRW", "IRW", "CovarianceRankWarning", "FitTooLargeError", "FrameWarning",
-           "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
+__all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "FitTooLargeError",
+           "FrameWarning", "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
            "Projection", "SummaryMemoryWarning", "ToleranceWarning", "ZeroCovarianceError",
            "__version__", "load", "outlier_auroc", "outliers", "score", "score_dataset"]

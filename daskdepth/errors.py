@@ -5,10 +5,33 @@ This module imports nothing from the package, so every layer can raise these.
 
 from __future__ import annotations
 
+import os
+import sys
 from collections.abc import Sequence
 
 #: How many offending row indices an error message lists.
 MAX_BAD_ROWS = 5
+
+#: This package's folder: its frames are not the user's code.
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
+
+
+def _in_library(filename: str) -> bool:
+    """This package's code, or scikit-learn's (whose ``_fit_context`` wraps ``fit``)."""
+    return filename.startswith(_PACKAGE_DIR) or f"{os.sep}sklearn{os.sep}" in filename
+
+
+def user_stacklevel() -> int:
+    """The ``stacklevel`` that makes a warning point at the first caller outside the library.
+
+    For ``warnings.warn(..., stacklevel=user_stacklevel())`` called in the
+    function that warns, whatever path of calls led there (an estimator's
+    ``fit``, the command line).
+    """
+    frame, level = sys._getframe(1), 1  # the function that warns
+    while frame is not None and _in_library(frame.f_code.co_filename):
+        frame, level = frame.f_back, level + 1
+    return level
 
 
 class CovarianceRankWarning(UserWarning):
@@ -29,6 +52,10 @@ class SummaryMemoryWarning(UserWarning):
 
 class KernelCacheWarning(UserWarning):
     """The compiled-kernel cache is not used (an unsafe or unusable folder) or had a bad entry."""
+
+
+class ClusterSettingWarning(UserWarning):
+    """A setting of the cluster's workers can stop a job for good (see the message for the fix)."""
 
 
 class FitTooLargeError(ValueError):

@@ -2,11 +2,17 @@
 
 from __future__ import annotations
 
+import warnings
+
+import dask
 import dask.array as da
+import numpy as np
 import pytest
 from distributed import Client, LocalCluster
 
 import daskdepth
+from daskdepth.errors import ClusterSettingWarning
+from daskdepth.estimators import warmup
 from daskdepth.estimators.warmup import (
     MINI_DIRECTIONS,
     fit_kind,
@@ -15,7 +21,13 @@ from daskdepth.estimators.warmup import (
     warm_workers,
 )
 from daskdepth.kernels._jit import compiled_here
-from daskdepth.runtime.client import listen_to_phases, phase, unheard_phases
+from daskdepth.runtime.client import (
+    TASK_PROFILER,
+    listen_to_phases,
+    phase,
+    profiler_can_deadlock,
+    unheard_phases,
+)
 from daskdepth.runtime.warm import compile_apart, warm_here
 
 
@@ -115,3 +127,23 @@ def test_without_a_kernel_cache_the_miniature_runs_in_the_worker(monkeypatch):
     # once per process and kind of fit
     again = warm_here(job, "a kind without a cache", client_pid=-1)
     assert again["how"] == "ready"
+
+
+@pytest.mark.parametrize("profiler", [True, False])
+def test_a_fit_warns_once_of_workers_whose_profiler_can_deadlock(profiler, monkeypatch):
+    monkeypatch.setattr(warmup, "_warned", set())
+    x = np.random.default_rng(0).normal(size=(300, 2))
+    with dask.config.set({TASK_PROFILER: profiler}), \
+            LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                         dashboard_address=":0") as lc, Client(lc), \
+            warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        daskdepth.IRW(n_directions=10, random_state=0).fit(x)
+        daskdepth.IRW(n_directions=10, random_state=1).fit(x)  # the same workers: once
+    ours = [w for w in seen if issubclass(w.category, ClusterSettingWarning)]
+    assert len(ours) == int(profiler and profiler_can_deadlock()), [str(w.message) for w in seen]
+    if ours:
+        message = str(ours[0].message)
+        assert message.startswith("2 of 2 workers (inproc://"), message
+        assert "DASK_DISTRIBUTED__WORKER__PROFILE__ENABLED=False" in message
+        assert ours[0].filename == __file__  # points at the user's fit

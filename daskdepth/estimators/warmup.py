@@ -36,6 +36,8 @@ from __future__ import annotations
 import functools
 import logging
 import os
+import threading
+import warnings
 from typing import Any
 
 import dask
@@ -44,9 +46,16 @@ import numpy as np
 from dask.base import tokenize
 from sklearn.base import clone
 
+from ..errors import ClusterSettingWarning, user_stacklevel
 from ..fitting.offset import SAMPLE_SIZE
 from ..fitting.summaries import overfull_pilot
-from ..runtime.client import active_client, phase, unheard_phases, worker_records
+from ..runtime.client import (
+    TASK_PROFILER,
+    active_client,
+    phase,
+    unheard_phases,
+    worker_records,
+)
 from ..runtime.keys import fresh_token, key_name
 from ..runtime.warm import warm_here
 
@@ -153,8 +162,10 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     client's; ``'cached'``: the cache holds this kind's kernels; ``'compiled
     apart'``: a new process compiled them into the cache; ``'compiled
     here'``: no cache, the worker ran the miniature; or why none of these
-    happened), and ``seconds``.  Empty without a distributed client.  A
-    worker that leaves meanwhile is skipped.
+    happened), ``seconds`` and ``profiler_can_deadlock``.  Empty without a
+    distributed client.  A worker that leaves meanwhile is skipped.  Warns
+    (:class:`~daskdepth.errors.ClusterSettingWarning`, once per worker and
+    process) of workers whose task profiler can deadlock them.
     """
     client = active_client()
     if client is None:
@@ -186,4 +197,28 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
             future.release()
     if done:
         logger.debug("kernels ready on %d workers: %s", len(done), done)
+    _warn_of_profilers(done)
     return done
+
+
+#: Workers whose deadlock-prone task profiler was warned of in this process.
+_warned: set[str] = set()
+_warned_lock = threading.Lock()
+
+
+def _warn_of_profilers(done: dict[str, dict[str, Any]]) -> None:
+    """Warn, once per worker, of those whose task profiler can stop them for good (3.11)."""
+    at_risk = {addr for addr, r in done.items() if r.get("profiler_can_deadlock")}
+    with _warned_lock:
+        new = sorted(at_risk - _warned)
+        _warned.update(new)
+    if not new:
+        return
+    env = "DASK_" + TASK_PROFILER.upper().replace(".", "__").replace("-", "_")
+    warnings.warn(
+        f"{len(at_risk)} of {len(done)} workers ({', '.join(sorted(at_risk)[:3])}"
+        f"{', ...' if len(at_risk) > 3 else ''}) run Python 3.11 with distributed's task "
+        "profiler on, which can stop a worker for good, with no CPU and no error (CPython "
+        f"gh-106883): start the workers with {env}=False (or the dask setting "
+        f"{TASK_PROFILER!r} False), or run them on Python 3.12 or later",
+        ClusterSettingWarning, stacklevel=user_stacklevel())

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ..kernels._jit import ready_marker
+from .client import profiler_can_deadlock
 
 logger = logging.getLogger(__name__)
 
@@ -54,10 +55,14 @@ def warm_here(job: bytes, kind: str, client_pid: int) -> dict[str, Any]:
     client's own process, whose kernels are the client's; ``'cached'``: the
     cache's record says it holds them; ``'compiled apart'``; ``'compiled
     here'``: no cache, the job ran in this process; or why none of these
-    happened), and ``seconds``.  Nothing here changes a result: when it fails
-    the kernels compile during the passes, as they would without it.
+    happened), ``seconds``, and ``profiler_can_deadlock``: whether this
+    worker's task profiler runs on a Python where it can deadlock the process
+    (:func:`daskdepth.runtime.client.profiler_can_deadlock`), for the client
+    to warn.  Nothing here changes a result: when it fails the kernels
+    compile during the passes, as they would without it.
     """
     start = time.perf_counter()
+    at_risk = profiler_can_deadlock() and _profiler_runs()
     with _done_lock:
         first = kind not in _done and os.getpid() != client_pid
         _done.add(kind)
@@ -77,7 +82,19 @@ def warm_here(job: bytes, kind: str, client_pid: int) -> dict[str, Any]:
             except Exception as exc:  # noqa: BLE001 - only a head start: the job compiles
                 how = _not_compiled(f"miniature failed ({exc!r})")
             _trim_memory()
-    return {"how": how, "seconds": time.perf_counter() - start}
+    return {"how": how, "seconds": time.perf_counter() - start,
+            "profiler_can_deadlock": at_risk}
+
+
+def _profiler_runs() -> bool:
+    """Whether the worker running this task samples its threads (distributed's task profiler)."""
+    from distributed import get_worker
+
+    try:
+        callback = get_worker().periodic_callbacks.get("profile")
+    except ValueError:  # not in a worker: nothing samples this task's threads
+        return False
+    return callback is not None and callback.is_running()
 
 
 def compile_apart(job: bytes, marker: Path) -> str:
