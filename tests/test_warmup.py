@@ -133,7 +133,9 @@ def test_without_a_kernel_cache_the_miniature_runs_in_the_worker(monkeypatch):
 def test_a_fit_warns_once_of_workers_whose_profiler_can_deadlock(profiler, monkeypatch):
     monkeypatch.setattr(warmup, "_warned", set())
     x = np.random.default_rng(0).normal(size=(300, 2))
-    with dask.config.set({TASK_PROFILER: profiler}), \
+    # on (or off), but sampling once an hour: on 3.11 it could deadlock this very test
+    with dask.config.set({TASK_PROFILER: profiler, "distributed.worker.profile.interval": "1h",
+                          "distributed.worker.profile.cycle": "2h"}), \
             LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                          dashboard_address=":0") as lc, Client(lc), \
             warnings.catch_warnings(record=True) as seen:
