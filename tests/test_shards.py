@@ -625,3 +625,43 @@ def test_no_worker_keeps_the_row_sample_in_a_task_definition(cluster):
     with dask.config.set(scheduler="threads"):
         base = daskdepth.IRW(n_directions=M, tol=tol, random_state=3).fit(chunked(x, 20_000))
     np.testing.assert_array_equal(depth, base.score_samples(x[:2000]))
+
+
+def _kept_and_refit(data, queries) -> str:
+    """Scorings kept (persisted) one after another, explanations, then a refit beside the
+    kept model: what the scheduler logged of keys whose definition changed."""
+    from distributed import wait
+    from distributed.utils_test import captured_logger
+
+    with captured_logger("distributed.scheduler") as log:
+        model = _fit(data)
+        rows = chunked(queries, 2500).persist()
+        wait(rows)
+        kept = []
+        for _ in range(3):
+            kept.append(model.score_samples(rows).persist())
+            wait(kept[-1])
+        kept.append(model.score_samples(rows, return_std=True)[1].persist())
+        kept.append(model.explain(rows, n_top=2).contribution.persist())
+        wait(kept[-2:])
+        again = _fit(data)  # the same fit, while the first model (and its blocks) lives
+        kept.append(again.score_samples(rows).persist())
+        wait(kept[-1])
+        np.testing.assert_array_equal(kept[0].compute(), kept[-1].compute())
+    return log.getvalue()
+
+
+def test_kept_results_meet_no_key_defined_otherwise_sharded(cluster, data, queries):
+    # Keys of a scoring (or a fit) that reads objects sent anew at each call are new too:
+    # one kept from an earlier call would name a task of other inputs, which distributed
+    # warns of ("Detected different `run_spec`") and may run instead.
+    with Client(cluster):
+        log = _kept_and_refit(data, queries)
+    assert "different `run_spec`" not in log, log[:2000]
+
+
+@pytest.mark.copied
+def test_kept_results_meet_no_key_defined_otherwise_copied(cluster, data, queries):
+    with Client(cluster):
+        log = _kept_and_refit(data, queries)
+    assert "different `run_spec`" not in log, log[:2000]

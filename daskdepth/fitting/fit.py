@@ -23,6 +23,7 @@ from ..kernels.frame import FrameReport
 from ..kernels.whitening import covariance_keeps_rank, factor_whitening, whitening
 from ..passes.moments import ChunkMoments, factor_pass, moments_pass
 from ..runtime.client import active_client
+from ..runtime.keys import fresh_token
 from ..runtime.memory import (
     MAX_DIRECTIONS_PER_BLOCK,
     directions_per_block,
@@ -145,8 +146,10 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     if plan and n_directions != "auto":  # refused before the first pass
         _check_plan(n_total, d, n_directions if n_directions is not None else 100 * d, tol)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
+    # Every fit's keys are its own (fresh_token): a kept model's sharded summary holds keys
+    # of its fit, which an identical fit's tasks, reading other shared keys, must not reuse.
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
-                     whiten, statistic)
+                     whiten, statistic, fresh_token())
     mom, source = moments_pass(x, seed=seed, sample_size=pilot_sample_size(d, tol),
                                token=token, keep=keep_sample)
     _check_rows(mom, n_total, nan_policy)

@@ -20,6 +20,7 @@ from ..errors import FitTooLargeError, nan_rows_message
 from ..kernels.directions import uniform_sphere
 from ..kernels.mass import subsample_projections
 from ..passes.sampling import RowSample, row_sample_pass
+from ..runtime.keys import fresh_token
 from ..runtime.refusals import mass_plan_message
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
@@ -71,7 +72,9 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
     if too_large:
         raise FitTooLargeError(too_large)
     seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
-    token = tokenize(x.name, "halfspace-mass", n_halfspaces, psi, scope, seed, nan_policy)
+    # every fit's keys are its own, as a depth fit's (daskdepth.fitting.fit)
+    token = tokenize(x.name, "halfspace-mass", n_halfspaces, psi, scope, seed, nan_policy,
+                     fresh_token())
     pool = row_sample_pass(x, seed=seed, sample_size=pool_size(d, n_halfspaces, psi),
                            token=token)
     _check_pool(pool, n_total, nan_policy)

@@ -37,6 +37,7 @@ from ..runtime.shards import (
     placed,
     row_groups,
     shards,
+    token_after,
 )
 from ..summary.depth import DepthSummary
 from ..summary.explain import block_top, explain_packed, explain_summary, inverse_scales
@@ -98,6 +99,7 @@ def _explain_sharded(x: da.Array, summary: DepthSummary, scales: np.ndarray, k: 
                      raise_nan: bool, token: str, width: int) -> da.Array:
     """Per row chunk: prepare, find its slots on each shard where it is, merge, finish."""
     futures = hold(summary.blocks, key_name("load", token))
+    token = token_after(token, futures)  # blocks sent anew by hold(): keys of their own
     groups = shards(futures, keep_order=False)
     inv = inverse_scales(scales, summary.directions.shape[0])
     directions = delayed(summary.directions, name=key_name("share", token, "directions"),
@@ -149,7 +151,6 @@ def explain_array(x: da.Array, summary: Explained, scales: np.ndarray,
         raise TypeError(f"a {type(summary).__name__} has no per-direction depths to explain")
     client = active_client()
     width = 3 * k + summary.directions.shape[1]
-    name = key_name("why", token)
     meta = np.empty((0, 0), dtype=np.float64)
     sharded = (client is not None and isinstance(summary, DepthSummary)
                and bool(summary.blocks) and x.shape[0] != 0
@@ -157,7 +158,8 @@ def explain_array(x: da.Array, summary: Explained, scales: np.ndarray,
                     or shard_summary(summary.nbytes)))
     if sharded:
         return _explain_sharded(x, summary, scales, k, raise_nan, token, width)
-    ref = _local_summary(summary, token)
+    ref, token = _local_summary(summary, token)
+    name = key_name("why", token)
     reads = chunk_reads(x) if client is not None else None
     rows = (row_groups(x, gated=reads is not None)
             if client is not None and not np.isnan(x.shape[0]) and x.shape[0] else None)

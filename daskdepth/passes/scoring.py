@@ -49,6 +49,7 @@ from ..runtime.shards import (
     placed,
     row_groups,
     share,
+    token_after,
 )
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
@@ -94,26 +95,31 @@ def _loaded(summary: DepthSummary) -> DepthSummary:
     return _with_blocks(summary, *[b.load() if is_handle(b) else b for b in summary.blocks])
 
 
-def _local_summary(summary: Any, token: str) -> Any:
-    """The summary as one graph key; blocks held elsewhere are loaded once, by their own keys.
+def _local_summary(summary: Any, token: str) -> tuple[Any, str]:
+    """The summary as one graph key, and the token of the tasks that read it.
 
-    Under a local scheduler; other summaries than a :class:`DepthSummary` are
-    broadcast (:func:`daskdepth.runtime.client.broadcast`).  On a cluster the
-    summary is sent once as a task of its own (:func:`daskdepth.runtime.shards.share`),
-    not scattered: the workers' copies are keys computed from it, so a copy
-    lost with its worker is made again.
+    Under a local scheduler; blocks held elsewhere are loaded once, by their
+    own keys, and other summaries than a :class:`DepthSummary` are broadcast
+    (:func:`daskdepth.runtime.client.broadcast`); the token is ``token``.  On
+    a cluster the summary is sent once as a task of its own
+    (:func:`daskdepth.runtime.shards.share`), not scattered: the workers'
+    copies are keys computed from it, so a copy lost with its worker is made
+    again.  Its key is new at every call, and so are the keys of the tasks
+    that read it: the token returned
+    (:func:`~daskdepth.runtime.shards.token_after` says why).
     """
     name = key_name("share", token)
     if active_client() is not None:  # a key of the graph: a lost worker's copy is made again
-        return share(_loaded(summary) if isinstance(summary, DepthSummary) else summary, name)
+        ref = share(_loaded(summary) if isinstance(summary, DepthSummary) else summary, name)
+        return ref, token_after(token, [ref])
     if not isinstance(summary, DepthSummary):
-        return broadcast(summary, name)
+        return broadcast(summary, name), token
     if not any(is_handle(b) for b in summary.blocks):
-        return delayed(summary, name=name, traverse=False)
+        return delayed(summary, name=name, traverse=False), token
     shell = DepthSummary(summary.location, summary.directions, [], summary.n)
     loaded = [graph_ref(b, key_name("load", token, i)) for i, b in enumerate(summary.blocks)]
     return delayed(_with_blocks, pure=True)(delayed(shell, traverse=False), *loaded,
-                                            dask_key_name=name)
+                                            dask_key_name=name), token
 
 
 # --------------------------------------------------------------------------- sharded
@@ -165,6 +171,7 @@ def _score_sharded(x: da.Array, summary: DepthSummary, statistic: Statistic,
     (:mod:`daskdepth.runtime.replicas`).
     """
     futures = hold(summary.blocks, key_name("load", token))
+    token = token_after(token, futures)  # blocks sent anew by hold(): keys of their own
     m, n = summary.directions.shape[0], summary.n
     exact = statistic.exact_in_any_order(m, n)
     copies = replicate(summary.blocks, futures, summary.nbytes, key_name("load", token, "copy"),
@@ -325,7 +332,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
         out = _score_sharded(x, summary, statistic, raise_nan, token)
         # Computed directly, the arrays keep their shard tasks on the shards' workers.
         return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)
-    ref = _local_summary(summary, token)
+    ref, token = _local_summary(summary, token)
     reads = chunk_reads(x) if active_client() is not None else None
     rows = (row_groups(x, gated=reads is not None)
             if active_client() is not None and not np.isnan(x.shape[0]) and x.shape[0] else None)

@@ -22,6 +22,7 @@ from typing import Any, NamedTuple
 
 import dask
 import dask.array as da
+from dask.base import tokenize
 from dask.core import flatten
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
@@ -77,6 +78,19 @@ def share(obj: Any, name: str) -> Any:
     literal = delayed(obj, name=unique_key(name), traverse=False)
     with sent_in_graph():  # the object is sent on purpose, once
         return client.compute(literal)
+
+
+def token_after(token: str, refs: Sequence[Any]) -> str:
+    """The token of the tasks that read ``refs`` (futures): ``token`` with the futures' keys.
+
+    Objects sent anew at each call get new keys (:func:`share`, :func:`hold`'s
+    copies), so the tasks that read them must too: a key repeated while an
+    earlier call's results are kept would name a task of other inputs, which
+    distributed warns of ("different run_spec") and may run instead.  A
+    model's own futures (a fitted summary's :class:`ClusterBlock`) keep their
+    keys, and so the same call gets the same keys.
+    """
+    return tokenize(token, [r.key for r in refs])
 
 
 def _load(block: BlockHandle) -> Any:
