@@ -600,3 +600,31 @@ def test_outlier_auroc_refuses_unclear_labels_and_missing_depths():
     holes[[3, 9]] = np.nan
     with pytest.raises(ValueError, match=r"2 rows of X have no depth .*rows \[3, 9\].*drop them"):
         daskdepth.outlier_auroc(omit, holes, y)
+
+
+def test_warnings_point_at_the_users_call():
+    """Fit and scoring warnings name the caller's line, whatever path led to them."""
+    x = np.random.default_rng(0).normal(size=(600, 3))
+    flat = np.c_[x, x[:, 0]]  # a singular covariance
+    named = pd.DataFrame(x, columns=list("abc"))
+    big = np.arange(2**62, 2**62 + 600, dtype=np.int64)
+    ids = pd.DataFrame({"id": big, "code": big[::-1]})  # ids beyond float64's integers
+    fitted = daskdepth.IRW(n_directions=5, random_state=0).fit(named)
+    calls = [
+        (daskdepth.CovarianceRankWarning,
+         lambda: daskdepth.AIIRW(n_directions=5, random_state=0).fit(flat)),
+        (daskdepth.CovarianceRankWarning,
+         lambda: daskdepth.AIIRW(n_directions=5, random_state=0).fit(chunked(flat, 200))),
+        (daskdepth.CovarianceRankWarning,
+         lambda: daskdepth.score(flat, n_directions=5, random_state=0)),
+        (UserWarning, lambda: fitted.score_samples(x)),
+        (UserWarning, lambda: fitted.predict(x)),
+        (UserWarning, lambda: daskdepth.IRW(n_directions=5, random_state=0).fit(ids)),
+    ]
+    for category, call in calls:
+        with warnings.catch_warnings(record=True) as seen:
+            warnings.simplefilter("always")
+            call()
+        ours = [w for w in seen if issubclass(w.category, category)]
+        assert ours, category
+        assert all(w.filename == __file__ for w in ours), [(w.filename, w.lineno) for w in ours]

@@ -41,7 +41,7 @@ import pandas as pd
 import xarray as xr
 from dask.base import tokenize
 
-from ..errors import nan_rows_message
+from ..errors import nan_rows_message, user_stacklevel
 from ..runtime.client import keep_placement
 from ..runtime.keys import fresh_token, key_name
 from ..runtime.memory import row_chunk
@@ -194,11 +194,11 @@ def check_feature_names(fitted: np.ndarray | None, given: np.ndarray | None,
         return
     if fitted is None:
         warnings.warn(f"X has feature names, but {estimator} was fitted without feature names",
-                      UserWarning, stacklevel=6)
+                      UserWarning, stacklevel=user_stacklevel())
         return
     if given is None:
         warnings.warn(f"X does not have valid feature names, but {estimator} was fitted with "
-                      "feature names", UserWarning, stacklevel=6)
+                      "feature names", UserWarning, stacklevel=user_stacklevel())
         return
     have, want = [str(v) for v in given], [str(v) for v in fitted]
     if have == want:
@@ -597,7 +597,7 @@ def _warn_wide_integers(x: Any, what: str) -> None:
         largest = max(int(source.max()), -int(source.min()))
         if largest >= FLOAT64_EXACT_INT:
             warnings.warn(wide_integer_message(source.dtype, what, largest), UserWarning,
-                          stacklevel=4)
+                          stacklevel=user_stacklevel())
 
 
 def _from_memory(x: np.ndarray, what: str, nan_policy: str) -> da.Array:

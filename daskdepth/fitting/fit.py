@@ -17,6 +17,7 @@ from ..errors import (
     FrameWarning,
     SummaryMemoryWarning,
     nan_rows_message,
+    user_stacklevel,
 )
 from ..kernels.directions import direction_spread, directions_for_std, draw_directions
 from ..kernels.frame import FrameReport
@@ -60,9 +61,6 @@ def pilot_sample_size(d: int, tol: float) -> int:
                                             int(min(np.ceil(SAMPLE_PER_LEAF / tol), SAMPLE_MAX)))
     return int(max(1024, min(want, SAMPLE_MAX, SAMPLE_BYTES // (8 * d))))
 
-
-#: ``stacklevel`` of the fit's warnings: they point at the user's call of ``fit``.
-WARN_LEVEL = 6
 
 
 #: ``n_directions='auto'``: the Monte Carlo standard error of the depth (over the
@@ -155,15 +153,15 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     _check_rows(mom, n_total, nan_policy)
     cfit = fit_covariance(covariance, mom.n, mom.exact_mean, mom.scatter, d, x=x, seed=seed,
                           token=token, equivariant=frame == "invariant")
-    w, rank = (_whitening(x, cfit, mom, token, "AI-IRW" if depth == "ai-irw" else "the",
-                          stacklevel=WARN_LEVEL + 1)
+    w, rank = (_whitening(x, cfit, mom, token, "AI-IRW" if depth == "ai-irw" else "the")
                if whiten else (None, d))
     report = None
     if w is not None and frame == "invariant":
         inv = invariant_basis(x, cfit, w, token)
         w, report = inv.basis, inv.report
         if not report.unique:
-            warnings.warn(frame_message(report, d), FrameWarning, stacklevel=WARN_LEVEL + 1)
+            warnings.warn(frame_message(report, d), FrameWarning,
+                          stacklevel=user_stacklevel())
     if n_directions == "auto":
         m = _auto_directions(mom.sample, cfit.location, w, d, seed)
         if plan:
@@ -205,7 +203,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     block = directions_per_block(d, held)
     too_big = summary_memory_message(m, mom.n, tol, exact=exact)
     if too_big:
-        warnings.warn(too_big, SummaryMemoryWarning, stacklevel=WARN_LEVEL - 1)
+        warnings.warn(too_big, SummaryMemoryWarning, stacklevel=user_stacklevel())
     pilot_bytes = pilot_bytes_per_direction(mom.n, tol, mom.sample.shape[0])
     # On a cluster, a summary that is a small part of a worker's memory at its largest
     # (while fitted) is copied to every worker; a larger one is sharded over them.
@@ -270,7 +268,7 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
 
 
 def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
-               name: str = "AI-IRW", stacklevel: int = WARN_LEVEL) -> tuple[np.ndarray, int]:
+               name: str = "AI-IRW") -> tuple[np.ndarray, int]:
     """The whitening map of the covariance and its rank (warning, naming the ``name`` depth,
     when singular).
 
@@ -301,7 +299,7 @@ def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,
             f"the covariance has rank {rank} < {d} features (some features are linear "
             f"combinations of others or constant); {name} depth is computed in the "
             f"{rank}-dimensional principal subspace",
-            CovarianceRankWarning, stacklevel=stacklevel,
+            CovarianceRankWarning, stacklevel=user_stacklevel(),
         )
     return w, rank
 

@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 from dask.delayed import delayed
 
-from ..errors import ToleranceWarning
+from ..errors import ToleranceWarning, user_stacklevel
 from ..kernels.leaves import plan_cuts
 from ..kernels.routing import project_columns
 from ..passes.leaves import (
@@ -641,6 +641,6 @@ def assemble_summary(location: np.ndarray, directions: np.ndarray, blocks: list[
     if bound > tol:  # pragma: no cover - guaranteed by construction
         warnings.warn(
             f"the certified depth error bound {bound:.3g} is above tol={tol:g}",
-            ToleranceWarning, stacklevel=3,
+            ToleranceWarning, stacklevel=user_stacklevel(),
         )
     return summary
