@@ -318,6 +318,13 @@ def test_pandas_boolean_and_number_columns(x):
         np.testing.assert_array_equal(got.to_numpy(), want)
 
 
+def test_wide_integers_beside_floats_warn(x):
+    # to_numpy() of int64 with float64 columns rounds the integers: checked before
+    ids = pd.DataFrame({"id": np.arange(2**62, 2**62 + 300, dtype=np.int64), "v": x[:, 0]})
+    with pytest.warns(UserWarning, match=r"beyond 2\*\*53"):
+        daskdepth.IRW(n_directions=5, random_state=0).fit(ids)
+
+
 def test_nullable_wide_integers_warn(x):
     ids = pd.DataFrame({"id": pd.array([2**62 + i for i in range(300)], dtype="Int64"),
                         "v": x[:, 0]})

@@ -428,6 +428,10 @@ def _frame_values(frame: pd.DataFrame, what: str) -> np.ndarray:
         # unless mixing them gives object (booleans with numbers): then column by column.
         values = frame.to_numpy()
         if values.dtype.kind in "biuf":
+            if values.dtype.kind == "f":  # 64-bit integer columns mixed in are rounded now
+                for j, dtype in enumerate(dtypes):
+                    if dtype.kind in "iu" and dtype.itemsize == 8:
+                        _warn_wide_integers(frame.iloc[:, j].to_numpy(), what)
             return values
     bad, columns = [], []
     for j, (name, dtype) in enumerate(zip(frame.columns, dtypes, strict=True)):
