@@ -39,6 +39,7 @@ _LAZY = {
     "score": ("daskdepth.estimators", "score"),
     "outliers": ("daskdepth.estimators", "outliers"),
     "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
+    "PyODAdapter": ("daskdepth.estimators.pyod", "PyODAdapter"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
     # Importable by name, not listed in __all__: a fitted model's summary_, not an entry point.
@@ -48,8 +49,9 @@ _LAZY = {
 __all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "FitTooLargeError",
            "FrameWarning", "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
-           "Projection", "SummaryMemoryWarning", "ToleranceWarning", "ZeroCovarianceError",
-           "__version__", "load", "outlier_auroc", "outliers", "score", "score_dataset"]
+           "Projection", "PyODAdapter", "SummaryMemoryWarning", "ToleranceWarning",
+           "ZeroCovarianceError", "__version__", "load", "outlier_auroc", "outliers", "score",
+           "score_dataset"]
 
 
 def __getattr__(name: str) -> object:
