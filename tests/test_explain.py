@@ -190,18 +190,39 @@ def test_containers_keep_index_columns_and_coordinates():
     np.testing.assert_array_equal(lazy["explain_depth"].values, ds["explain_depth"].values)
 
 
-def test_refusals_and_padding():
+def test_refusals_and_n_top_beyond_the_directions():
     X = np.random.default_rng(0).normal(size=(200, 2))
     with pytest.raises(TypeError, match="explanations exist for AIIRW, IRW, Halfspace"):
         daskdepth.HalfspaceMass(random_state=0).fit(X).explain(X)
     model = daskdepth.IRW(n_directions=3, random_state=0).fit(X)
     with pytest.raises(ValueError, match="n_top=0: pass a positive integer"):
         model.explain(X, n_top=0)
-    why = model.explain(X[:5], n_top=5)
-    assert (why.direction[:, 3:] == -1).all() and np.isnan(why.depth[:, 3:]).all()
-    assert (np.sort(why.direction[:, :3], axis=1) == np.arange(3)).all()
+    every = model.explain(X[:5], n_top=3)
+    # n_top beyond the model's directions reports every direction (no empty slots), and
+    # allocates nothing for the slots beyond them: 10**9 once asked for 10**9 per row
+    for n_top in (5, 10**4, 10**9, np.int64(2**62)):
+        why = model.explain(X[:5], n_top=n_top)
+        for name in FIELDS:
+            np.testing.assert_array_equal(getattr(why, name), getattr(every, name))
+    assert (np.sort(every.direction, axis=1) == np.arange(3)).all()
+    lazy = model.explain(chunked(X[:5], 2), n_top=10**9)
+    assert lazy.direction.shape == (5, 3)
+    np.testing.assert_array_equal(lazy.direction.compute(), every.direction)
     with pytest.raises(ValueError, match="features"):
         model.explain(np.zeros((2, 3)))
+
+
+def test_cli_explain_beyond_the_directions_writes_them_all(tmp_path):
+    rows = np.random.default_rng(1).normal(size=(300, 3))
+    with quiet_zarr():
+        xr.Dataset({"X": (("sample", "feature"), rows)}).to_zarr(str(tmp_path / "in.zarr"))
+    assert main(["score", str(tmp_path / "in.zarr"), "--out", str(tmp_path / "out.zarr"),
+                 "--depth", "irw", "--n-directions", "4", "--seed", "0", "--explain", "1000",
+                 "-q"]) == 0
+    with quiet_zarr():
+        out = xr.open_zarr(str(tmp_path / "out.zarr"))
+    assert out.sizes["top"] == 4
+    assert (np.sort(out["explain_direction"].values, axis=1) == np.arange(4)).all()
 
 
 def test_cli_writes_explanations_chunked_like_depth(tmp_path):

@@ -254,7 +254,8 @@ def build_parser() -> argparse.ArgumentParser:
                          metavar="K", default=None,
                          help="also write each row's K least-deep directions "
                               "('explain_direction', 'explain_depth', 'explain_side') and its "
-                              "features' 'contribution' (IRW, AI-IRW, halfspace, projection)")
+                              "features' 'contribution' (IRW, AI-IRW, halfspace, projection); "
+                              "K beyond the model's number of directions writes them all")
 
     parser = argparse.ArgumentParser(
         prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,

@@ -352,8 +352,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         X : array-like, pandas or dask DataFrame, dask array or xarray.DataArray
             Rows to explain, as for :meth:`score_samples`.
         n_top : int, default=3
-            Directions reported per row (slots beyond the model's directions
-            are left empty: -1 and NaN).
+            Directions reported per row, at most the model's
+            ``n_directions_``: a larger ``n_top`` reports every direction
+            (the results then have ``n_directions_`` columns, as with
+            ``n_top=model.n_directions_``).
         sample_dim : str, optional
             DataArray only, as for :meth:`score_samples`.
 

@@ -46,7 +46,8 @@ class Explanation:
     ----------
     direction : (n_samples, n_top) int64
         Indices (rows of ``model.directions_`` and of ``axes``) of each row's
-        ``n_top`` directions of smallest univariate depth, least deep first;
+        ``n_top`` directions of smallest univariate depth, least deep first
+        (``n_top`` at most ``n_directions_``: a larger one reports them all);
         among equal depths, the direction along which the row lies farthest
         from ``location_`` (in standard deviations of the reference
         projections) first, then the smaller index.  For the projection depth,
@@ -117,19 +118,28 @@ def _check_model(model: Any) -> DepthSummary | ProjectionSummary:
     return summary
 
 
-def _check_n_top(n_top: Any) -> int:
+def _check_n_top(n_top: Any, n_directions: int) -> int:
+    """``n_top`` checked, and at most ``n_directions``: a larger one reports every direction.
+
+    Examples
+    --------
+    >>> _check_n_top(3, 300), _check_n_top(10**9, 300)
+    (3, 300)
+    """
     if isinstance(n_top, (bool, np.bool_)) or not isinstance(n_top, (int, np.integer)) \
             or n_top < 1:
         raise ValueError(f"n_top={n_top!r}: pass a positive integer, the number of "
                          "directions to report per row (e.g. n_top=3)")
-    return int(n_top)
+    # Slots beyond the model's directions could only be empty; clamped before anything is
+    # allocated (an n_top of 10**9 would otherwise ask for rows x 3 x 10**9 values).
+    return int(min(int(n_top), int(n_directions)))
 
 
 def explain_rows(model: Any, X: Any, n_top: int = 3, *, sample_dim: Any = None) -> Any:
     """What :meth:`daskdepth.DepthDetector.explain` returns (see there)."""
     check_is_fitted(model, "summary_")
     summary = _check_model(model)
-    k = _check_n_top(n_top)
+    k = _check_n_top(n_top, summary.directions.shape[0])
     data = model._check_input(X, sample_dim)
     scales = direction_scales(model.directions_, model.covariance_)
     token = tokenize(data.array.name, getattr(model, "_fit_token", id(summary)),
