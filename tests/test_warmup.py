@@ -79,9 +79,23 @@ def test_a_failing_miniature_leaves_the_kernels_to_the_job(tmp_path):
 
 
 def test_the_process_apart_caches_and_says_so(tmp_path):
-    marker = tmp_path / "ready-y"
-    assert compile_apart(miniature_job(daskdepth.IRW(), 2), marker) == "compiled apart"
-    assert "IRW with 2 features" in marker.read_text()
+    import os
+
+    from daskdepth.kernels._jit import kernel_cache_dir
+
+    folder = kernel_cache_dir()  # the process apart checks and uses the same cache
+    if folder is None:
+        pytest.skip("no kernel cache in this environment")
+    marker = folder / f"ready-test-{os.getpid()}"
+    try:
+        assert compile_apart(miniature_job(daskdepth.IRW(), 2), marker) == "compiled apart"
+        assert "IRW with 2 features" in marker.read_text()
+    finally:
+        marker.unlink(missing_ok=True)
+    # a record outside the cache it used is not written
+    assert compile_apart(miniature_job(daskdepth.IRW(), 2), tmp_path / "ready-y") \
+        .startswith("not compiled apart")
+    assert not (tmp_path / "ready-y").exists()
 
 
 def test_nothing_is_compiled_in_the_clients_own_process():

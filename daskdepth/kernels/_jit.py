@@ -17,17 +17,34 @@ The directory, first match wins:
    ``%LOCALAPPDATA%\\daskdepth\\numba`` on Windows.
 
 Numba's cache index files are pickles, run when a kernel is loaded: whoever can
-write into the cache folder can run code in every process that loads a kernel.
-So, as ssh does with its keys, a cache folder is used only when it is private
-(:func:`unsafe_folder`): the cache folder and the folder chosen for it
-(``DASKDEPTH_CACHE_DIR``, ``NUMBA_CACHE_DIR`` or the ``daskdepth`` user cache
-folder) owned by the user and writable by nobody else, and every folder above
-them (up to the home directory for a folder inside it, else up to ``/``) owned
-by the user or root and writable by nobody else unless it has the sticky bit
-(as ``/tmp``: others cannot rename or replace what is in it).  Missing
-folders are created with mode 0700.  A folder that is not private, or that
-cannot be created or written, or a path that cannot be expanded (``~nobody``),
-makes daskdepth compile its kernels in every process instead (no cache), with a
+write into the cache folder, or into anything in it, can run code in every
+process that loads a kernel.  So, as ssh does with its keys, a cache is used
+only when it is private:
+
+* the path is resolved first (symbolic links followed, as ssh's
+  ``realpath``), and what is checked, created and given to Numba is that real
+  path, so a link cannot be pointed elsewhere after the check;
+* along the real path (:func:`unsafe_folder`), the cache folder and the folder
+  chosen for it (``DASKDEPTH_CACHE_DIR``, ``NUMBA_CACHE_DIR`` or the
+  ``daskdepth`` user cache folder) are owned by the user and writable by
+  nobody else, and every folder above them (up to the home directory for a
+  folder inside it, else up to ``/``) is owned by the user or root and
+  writable by nobody else, unless it has the sticky bit (as ``/tmp``) and the
+  next folder on the way is the user's or root's (others cannot rename or
+  replace it then);
+* everything in the cache tree (:func:`unsafe_tree`: the whole ``numba``
+  folder of ``DASKDEPTH_CACHE_DIR`` or of the user cache folder; the folder
+  of daskdepth's kernels in a ``NUMBA_CACHE_DIR``) is owned by the user,
+  writable by nobody else, and no symbolic link: checked before Numba reads
+  any of it.
+
+Whatever the umask (002 on many systems, JupyterHub, HPC centres), the tree
+stays private: daskdepth creates its folders with mode 0700 (the kernels'
+folder too, before Numba would make it with the umask's mode), Numba's
+cache files are written 0600 (:func:`_private_writes`), and modes are
+tightened after each save.  A folder that is not private, or that cannot be
+created or written, or a path that cannot be expanded (``~nobody``), makes
+daskdepth compile its kernels in every process instead (no cache), with a
 :class:`~daskdepth.errors.KernelCacheWarning` naming the folder and the fix:
 never a failure, not even at ``import daskdepth``.
 
@@ -50,6 +67,7 @@ import stat
 import sys
 import tempfile
 import threading
+import uuid
 import warnings
 from collections.abc import Callable, Iterator
 from functools import cache
@@ -57,6 +75,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numba
+from numba.core import caching as numba_caching
 from numba.core import config as numba_config
 
 from ..errors import KernelCacheWarning
@@ -97,13 +116,17 @@ class CacheChoice(NamedTuple):
     ``private`` is the folder the user or the platform names for the cache
     (``DASKDEPTH_CACHE_DIR``, ``NUMBA_CACHE_DIR``, the user cache folder), held
     to the same rule as ``folder``; ``numba_own``: ``folder`` is Numba's own
-    setting, left to Numba; ``why``: why there is no cache.
+    setting (daskdepth's kernels then keep to their folder in it); ``why``:
+    why there is no cache; ``tree``: the folder whose every entry was checked
+    (:func:`unsafe_tree`) before any was read.  Once checked, ``folder`` and
+    ``tree`` are real paths (no symbolic link in them).
     """
 
     folder: Path | None
     private: Path | None
     numba_own: bool
     why: str = ""
+    tree: Path | None = None
 
 
 def _choose() -> CacheChoice:
@@ -123,15 +146,24 @@ def _choose() -> CacheChoice:
     return CacheChoice(root / "numba", root, False)
 
 
-def unsafe_folder(path: Path, private: bool) -> str:
+def _real(path: Path) -> Path:
+    """``path`` with every symbolic link of its existing part resolved (the rest as it is)."""
+    return Path(os.path.realpath(path))
+
+
+def unsafe_folder(path: Path, private: bool, below: Path | None = None) -> str:
     """Why the existing folder ``path`` may not hold cached kernels; '' when it may.
 
     ``private``: the cache folder itself (or the folder chosen for it), which
     must be a directory owned by the user and writable by nobody else;
     otherwise a folder above it, which must be owned by the user or root and
-    writable by nobody else unless it has the sticky bit.  Symbolic links are
-    followed (what they point to is what is checked).  Always '' where folders
-    have no POSIX owners (Windows).
+    writable by nobody else, unless it has the sticky bit and ``below``, the
+    next folder on the way to the cache, is the user's or root's (with the
+    sticky bit only the owner of an entry, of the folder, or root may rename or
+    remove it; ``below`` None: it does not exist yet, it will be created the
+    user's).  A symbolic link is refused: check the real path
+    (``os.path.realpath``), as :func:`cache_choice` does.  Always '' where
+    folders have no POSIX owners (Windows).
 
     Examples
     --------
@@ -142,9 +174,11 @@ def unsafe_folder(path: Path, private: bool) -> str:
     if os.name != "posix":  # pragma: no cover - platform specific
         return ""
     try:
-        st = os.stat(path)
+        st = os.lstat(path)
     except OSError as exc:
         return f"{path} cannot be examined ({exc.strerror})"
+    if stat.S_ISLNK(st.st_mode):
+        return f"{path} is a symbolic link (it was replaced while being checked)"
     if not stat.S_ISDIR(st.st_mode):
         return f"{path} is not a folder"
     uid = os.geteuid()
@@ -158,40 +192,148 @@ def unsafe_folder(path: Path, private: bool) -> str:
     if st.st_uid not in (uid, 0):
         return (f"the folder above it, {path}, is owned by user id {st.st_uid}, neither you nor "
                 "root")
-    if mode & 0o022 and not mode & stat.S_ISVTX:
-        return (f"the folder above it, {path}, is writable by other users without the sticky "
-                f"bit (mode {mode:04o}), so they can replace what is in it")
+    if mode & 0o022:
+        if not mode & stat.S_ISVTX:
+            return (f"the folder above it, {path}, is writable by other users without the "
+                    f"sticky bit (mode {mode:04o}), so they can replace what is in it")
+        if below is not None:
+            try:
+                owner = os.lstat(below).st_uid
+            except OSError as exc:
+                return f"{below} cannot be examined ({exc.strerror})"
+            if owner not in (uid, 0):
+                return (f"{below}, in the folder {path} that others can write (sticky, mode "
+                        f"{mode:04o}), is owned by user id {owner}, neither you nor root, "
+                        "who can replace it")
     return ""
 
 
 def _home() -> Path | None:
     try:
-        return Path(os.path.abspath(Path.home()))
+        return _real(Path(os.path.abspath(Path.home())))
     except (RuntimeError, KeyError, OSError):
         return None
 
 
 def _unsafe_chain(folder: Path, private: Path) -> str:
-    """Why ``folder`` or a folder above it (those that exist) is not safe; '' when all are.
+    """Why the real ``folder`` or a folder above it (those that exist) is not safe; '' when all are.
 
-    As ssh does, the folders above the user's home directory are not checked
-    for a folder inside it (they are the system's: on some clusters a service
-    account owns them); for a folder elsewhere, every folder up to ``/`` is.
+    ``folder`` and ``private`` are real paths (:func:`_real`).  The folders
+    from ``private`` down to ``folder`` must be private (only ``folder`` when
+    it is elsewhere: a link led there).  As ssh does, the folders above the
+    user's home directory are not checked for a folder inside it (they are the
+    system's: on some clusters a service account owns them); for a folder
+    elsewhere, every folder up to ``/`` is.
     """
     home = _home()
     inside_home = home is not None and folder.is_relative_to(home) and folder != home
+    within = folder.is_relative_to(private)
+    below: Path | None = None
     for path in (folder, *folder.parents):
         if os.path.lexists(path):
-            why = unsafe_folder(path, private=path == folder or path == private)
+            mine = path == folder or (within and path.is_relative_to(private))
+            why = unsafe_folder(path, private=mine, below=below)
             if why:
                 return why
+            below = path
         if inside_home and path == home:
             break
     return ""
 
 
-def _refused(choice: CacheChoice, why: str) -> CacheChoice:
-    return choice._replace(folder=None, why=why)
+def unsafe_tree(top: Path) -> str:
+    """Why an entry of the folder ``top`` (itself included) may not be read; '' when none.
+
+    Every file and folder in it must be owned by the user and writable by
+    nobody else (group and others), and none may be a symbolic link or other
+    special file: Numba's ``.nbi`` and ``.nbc`` files are pickles, loaded as
+    the user.  A missing ``top`` is empty.  Always '' where files have no POSIX
+    owners (Windows).
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> unsafe_tree(Path(tempfile.mkdtemp()))
+    ''
+    """
+    if os.name != "posix":  # pragma: no cover - platform specific
+        return ""
+    uid = os.geteuid()
+    todo = [str(top)]
+    while todo:
+        path = todo.pop()
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:  # a temporary file of a save, just renamed
+            continue
+        except OSError as exc:
+            return f"{path} cannot be examined ({exc.strerror})"
+        mode = stat.S_IMODE(st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            return f"{path} is a symbolic link"
+        if st.st_uid != uid:
+            return f"{path} is owned by user id {st.st_uid}, not by you (user id {uid})"
+        if mode & 0o022:
+            return f"{path} is writable by other users (mode {mode:04o})"
+        if stat.S_ISDIR(st.st_mode):
+            try:
+                with os.scandir(path) as entries:
+                    todo.extend(entry.path for entry in entries)
+            except FileNotFoundError:
+                continue
+            except OSError as exc:
+                return f"{path} cannot be examined ({exc.strerror})"
+        elif not stat.S_ISREG(st.st_mode):
+            return f"{path} is not a file nor a folder"
+    return ""
+
+
+def _kernels_folder(folder: Path) -> Path:
+    """Where Numba caches daskdepth's kernels (all in this package) under ``folder``."""
+    locator = getattr(numba_caching, "_CacheLocator", None)
+    subpath = getattr(locator, "get_suitable_cache_subpath", None)
+    if subpath is None:  # pragma: no cover - another numba's internals: the whole folder
+        return folder
+    return folder / subpath(str(Path(__file__).resolve()))
+
+
+def _make_private(folder: Path) -> None:
+    """Create the missing folders of the real path ``folder``, mode 0700 (umask or not)."""
+    for path in reversed((folder, *folder.parents)):
+        if not os.path.lexists(path):
+            path.mkdir(mode=0o700)  # the umask can only take bits away: never group's or others'
+
+
+#: The fix for a cache folder that is not private, or cannot be made or written.
+_FIX_FOLDER = (f"use a folder that only you can write, in folders only you or root can change "
+               f"(e.g. mkdir -m 700 a new one and set {CACHE_ENV} to it)")
+
+
+def _checked(choice: CacheChoice, folder: Path, private: Path) -> tuple[CacheChoice, str, str]:
+    """``choice`` checked and its folders made (real paths); else why not, and the fix."""
+    real = _real(folder)
+    private = _real(private)
+    why = _unsafe_chain(real, private)
+    if why:
+        return choice, why, _FIX_FOLDER
+    tree = _kernels_folder(real) if choice.numba_own else real
+    try:
+        _make_private(real)
+        if _real(folder) != real:
+            return choice, f"{folder} changed while being checked", _FIX_FOLDER
+        why = _unsafe_chain(real, private)  # again: what now exists, and any race
+        if why:
+            return choice, why, _FIX_FOLDER
+        _make_private(tree)  # before Numba makes it with the umask's mode
+        why = unsafe_tree(tree)
+        if why:
+            return choice, (f"{why}, in the kernel cache {tree}, whose files are loaded as "
+                            "pickles"), (f"delete the folder {tree} (daskdepth makes it again, "
+                                         "private)")
+        tempfile.TemporaryFile(dir=tree).close()
+    except OSError as exc:
+        return choice, f"{real} cannot be created or written ({exc.strerror or exc})", _FIX_FOLDER
+    return choice._replace(folder=real, tree=tree), "", ""
 
 
 @cache
@@ -202,28 +344,14 @@ def cache_choice() -> CacheChoice:
     says why, and a :class:`~daskdepth.errors.KernelCacheWarning` said it too.
     """
     choice = _choose()
-    if choice.folder is not None and choice.private is not None:
-        folder, private = choice.folder, choice.private
-        why = _unsafe_chain(folder, private)
-        if not why:
-            try:
-                # missing folders: made by us, for us alone (umask can only take bits away)
-                for path in reversed((folder, *folder.parents)):
-                    if not os.path.lexists(path):
-                        path.mkdir(mode=0o700)
-                why = _unsafe_chain(folder, private)  # again: what now exists, and any race
-                if not why:
-                    tempfile.TemporaryFile(dir=folder).close()
-            except OSError as exc:
-                why = f"{folder} cannot be created or written ({exc.strerror or exc})"
-        if why:
-            choice = _refused(choice, why)
-    if choice.folder is None:
-        fix = (f"set {CACHE_ENV} to an absolute path" if choice.private is None else
-               f"use a folder that only you can write, in folders only you or root can change "
-               f"(e.g. mkdir -m 700 a new one and set {CACHE_ENV} to it)")
+    if choice.folder is None or choice.private is None:
+        why, fix = choice.why, f"set {CACHE_ENV} to an absolute path"
+    else:
+        choice, why, fix = _checked(choice, choice.folder, choice.private)
+    if why:
+        choice = choice._replace(folder=None, tree=None, why=why)
         warnings.warn(
-            f"daskdepth does not cache its compiled kernels: {choice.why}. They are compiled "
+            f"daskdepth does not cache its compiled kernels: {why}. They are compiled "
             f"in every process instead (about 20 s each). Fix: {fix}",
             KernelCacheWarning, stacklevel=2)
     return choice
@@ -256,16 +384,69 @@ def _numba_cache_dir(path: Path) -> Iterator[None]:
             numba_config.CACHE_DIR = old
 
 
-def _drop_entry(cache_obj: Any) -> None:
-    """Remove a kernel's index and data files (all its signatures): the next save rewrites them."""
+def _entry_files(cache_obj: Any) -> list[str]:
+    """A kernel's index and data files (all its signatures) that exist."""
     files = getattr(cache_obj, "_cache_file", None)
     index = getattr(files, "_index_path", None)
     if not isinstance(index, str):
-        return
+        return []
     base = index[:-len(".nbi")] if index.endswith(".nbi") else index
-    for path in (index, *(str(p) for p in Path(base).parent.glob(Path(base).name + ".*.nbc"))):
+    return [index, *(str(p) for p in Path(base).parent.glob(Path(base).name + ".*.nbc"))]
+
+
+def _drop_entry(cache_obj: Any) -> None:
+    """Remove a kernel's index and data files (all its signatures): the next save rewrites them."""
+    for path in _entry_files(cache_obj):
         with contextlib.suppress(OSError):
             os.unlink(path)
+
+
+#: Flags of a new cache file: never through a link, binary on Windows.
+_NEW_FILE = (os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+             | getattr(os, "O_BINARY", 0))
+
+
+def _private_writes(cache_obj: Any) -> None:
+    """Have Numba write the kernel's cache files with mode 0600, whatever the umask.
+
+    Numba writes each file as a temporary file (``open(..., 'wb')``: mode
+    0666 less the umask, so 0664 under umask 002) renamed into place; here
+    the temporary file is created 0600 instead, so the cache never holds a file
+    that others may write.  The rest is Numba's own way of writing.
+    """
+    files = getattr(cache_obj, "_cache_file", None)
+    if files is None or not hasattr(files, "_open_for_write"):  # pragma: no cover - numba
+        return
+
+    @contextlib.contextmanager
+    def open_for_write(filepath: str) -> Iterator[Any]:
+        tmpname = f"{filepath}.tmp.{uuid.uuid4().hex[:16]}"
+        fd = os.open(tmpname, _NEW_FILE, 0o600)
+        try:
+            with os.fdopen(fd, "wb") as f:
+                yield f
+            os.replace(tmpname, filepath)
+        except Exception:
+            with contextlib.suppress(OSError):
+                os.unlink(tmpname)
+            raise
+
+    files._open_for_write = open_for_write
+
+
+def _tighten(cache_obj: Any) -> None:
+    """After a save: the kernel's folder 0700 and its files 0600 where they are more open."""
+    if os.name != "posix":  # pragma: no cover - platform specific
+        return
+    folder = getattr(cache_obj, "_cache_path", None)
+    uid = os.geteuid()
+    for path, mode in [*([(folder, 0o700)] if isinstance(folder, str) else []),
+                       *((path, 0o600) for path in _entry_files(cache_obj))]:
+        with contextlib.suppress(OSError):
+            st = os.lstat(path)
+            if (st.st_uid == uid and not stat.S_ISLNK(st.st_mode)
+                    and stat.S_IMODE(st.st_mode) & ~mode):
+                os.chmod(path, mode)
 
 
 def _warn_entry(cache_obj: Any, exc: BaseException) -> None:
@@ -287,7 +468,9 @@ def _guard_cache(dispatcher: Any) -> None:
     (``UnpicklingError: pickle data was truncated`` for a cut ``.nbc``), and
     saving re-reads the index first, so a bad index would also fail the save:
     both are caught here; a failed load drops the kernel's entry (its files)
-    so that the fresh compilation writes a good one.
+    so that the fresh compilation writes a good one.  Its files are written
+    0600 (:func:`_private_writes`) and tightened after each save
+    (:func:`_tighten`).
     """
     cache_obj = getattr(dispatcher, "_cache", None)
     load = getattr(cache_obj, "load_overload", None)
@@ -309,23 +492,32 @@ def _guard_cache(dispatcher: Any) -> None:
         except Exception as exc:  # noqa: BLE001 - the kernel is compiled; the cache is optional
             _warn_entry(cache_obj, exc)
             _drop_entry(cache_obj)
+        _tighten(cache_obj)
 
+    _private_writes(cache_obj)
     cache_obj.load_overload = load_overload
     cache_obj.save_overload = save_overload
 
 
 def kernel(func: Callable[..., Any]) -> Any:
-    """``numba.njit(nogil=True, cache=True)``, cached in :func:`kernel_cache_dir`."""
+    """``numba.njit(nogil=True, cache=True)``, cached in :func:`kernel_cache_dir`.
+
+    Compiled without a cache when there is none (:func:`cache_choice`), or
+    when Numba would keep the kernel outside the folder that was checked.
+    """
     choice = cache_choice()
-    if choice.folder is None:  # compile in every process rather than use an unsafe cache
-        compiled = numba.njit(nogil=True, cache=False)(func)
-    elif choice.numba_own:  # the user's NUMBA_CACHE_DIR
-        compiled = numba.njit(nogil=True, cache=True)(func)
-    else:
+    compiled = None
+    if choice.folder is not None and choice.tree is not None:
+        # the real path (also for the user's NUMBA_CACHE_DIR): a link is never followed again
         with _numba_cache_dir(choice.folder):
             compiled = numba.njit(nogil=True, cache=True)(func)
-    if choice.folder is not None:
-        _guard_cache(compiled)
+        where = getattr(getattr(compiled, "_cache", None), "_cache_path", None)
+        if isinstance(where, str) and Path(where).is_relative_to(choice.tree):
+            _guard_cache(compiled)
+        else:  # pragma: no cover - another numba's layout: never read an unchecked folder
+            compiled = None
+    if compiled is None:  # compile in every process rather than use an unsafe cache
+        compiled = numba.njit(nogil=True, cache=False)(func)
     _KERNELS.append(compiled)
     return compiled
 

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from ..kernels._jit import ready_marker
+from ..kernels._jit import kernel_cache_dir, ready_marker
 from .client import profiler_can_deadlock
 
 logger = logging.getLogger(__name__)
@@ -43,6 +43,10 @@ _done_lock = threading.Lock()
 
 #: Longest a worker waits for the process that compiles its kernels (then the job compiles).
 COMPILE_TIMEOUT = 900
+
+#: Flags of the record and lock files in the kernel cache: never through a link.
+_NO_LINK = getattr(os, "O_NOFOLLOW", 0)
+_NEW_FILE = os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NO_LINK
 
 
 def warm_here(job: bytes, kind: str, client_pid: int) -> dict[str, Any]:
@@ -140,7 +144,8 @@ def _one_at_a_time(marker: Path) -> Iterator[None]:
     fd = None
     if fcntl is not None:
         try:
-            fd = os.open(marker.with_name(f"{marker.name}.lock"), os.O_CREAT | os.O_RDWR, 0o600)
+            fd = os.open(marker.with_name(f"{marker.name}.lock"),
+                         os.O_CREAT | os.O_RDWR | _NO_LINK, 0o600)
             fcntl.flock(fd, fcntl.LOCK_EX)
         except OSError as exc:
             logger.debug("kernel cache not locked (%r): workers may compile at once", exc)
@@ -164,15 +169,25 @@ def _trim_memory() -> None:
 def _main() -> None:
     """``python -m daskdepth.runtime.warm MARKER``: run the pickled job from standard input.
 
-    The job caches every kernel it compiles; then the marker file says so.
+    The job caches every kernel it compiles; then the marker file says so,
+    written 0600 (the cache stays private whatever the umask).  This process
+    checks the cache as every process does
+    (:func:`daskdepth.kernels._jit.cache_choice`): where it refuses it, or
+    chose another, the kernels were not cached there, and no record is
+    written (exit status 1).
     """
     import cloudpickle  # only here: the process apart unpickles the job
 
     run, description = cloudpickle.loads(sys.stdin.buffer.read())
     run()
     marker = Path(sys.argv[1])
+    if kernel_cache_dir() != marker.parent:
+        sys.exit(f"the kernel cache {marker.parent} was not used by the process apart "
+                 f"(its cache: {kernel_cache_dir()}): no record written")
     tmp = marker.with_name(f"{marker.name}.{os.getpid()}.tmp")
-    tmp.write_text(f"{description}\n")
+    fd = os.open(tmp, _NEW_FILE, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(f"{description}\n")
     os.replace(tmp, marker)
 
 
