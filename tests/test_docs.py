@@ -41,7 +41,7 @@ def test_readme_is_a_short_page_with_the_setup_commands_first():
     first = _blocks(text, "bash")[0]
     assert text.index("```bash") < text.index("\n## ")  # before any section
     commands = [line.split("#")[0].strip() for line in first.strip().splitlines()]
-    assert commands == ['pip install . && daskdepth demo',
+    assert commands == ['pip install ".[plot]" && daskdepth demo',
                         'pip install -e ".[test]" && python -m pytest']
 
 
@@ -65,7 +65,7 @@ def test_readme_quick_start_runs():
     """The Python blocks of the quick start, in order, in one namespace, as printed."""
     blocks = _blocks(_section(README.read_text(), "Quick start"), "python")
     assert len(blocks) == 2
-    namespace: dict = {}
+    namespace: dict = {"__name__": "__main__"}  # as a script run with python
     try:
         for block in blocks:
             exec(compile(block, "README.md", "exec"), namespace)  # noqa: S102

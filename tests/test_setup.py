@@ -9,14 +9,18 @@ otherwise, so the kernels are cached in a per-user directory instead.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
+import re
+import shlex
 import stat
 import subprocess
 import sys
 import warnings
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 import daskdepth
@@ -269,3 +273,123 @@ def test_folders_above_home_are_not_checked(tmp_path, monkeypatch):
     home.chmod(0o777)  # the home directory itself is checked
     with pytest.warns(KernelCacheWarning, match=f"{home}, is writable by other users"):
         assert _choice(monkeypatch, home / ".cache" / "dd2").folder is None
+
+
+# ------------------------------------------------------------------ the README's promises
+# What a new user reads first: the set-up commands, the demo's picture, the quick start.
+
+def _readme() -> str:
+    return (ROOT / "README.md").read_text()
+
+
+def _readme_commands() -> list[str]:
+    block = _readme().split("```bash", 1)[1].split("```", 1)[0]
+    return [line.split("#")[0].strip() for line in block.strip().splitlines()]
+
+
+def _quick_start_blocks() -> list[str]:
+    text = _readme()
+    start = text.index("\n## Quick start\n")
+    section = text[start:text.index("\n## ", start + 1)]
+    return re.findall(r"```python\n(.*?)```", section, flags=re.DOTALL)
+
+
+def _extras(spec: str) -> set[str]:
+    """The extras a ``pip install`` target such as ``.[plot,dashboard]`` names."""
+    found = re.fullmatch(r"[^\[\]]+(?:\[([^\]]*)\])?", spec)
+    assert found, spec
+    return {e.strip() for e in (found.group(1) or "").split(",") if e.strip()}
+
+
+def test_readme_first_command_installs_what_the_demo_picture_needs():
+    """``pip install ... && daskdepth demo`` on a fresh machine gets matplotlib, so a picture."""
+    install, demo = (part.strip() for part in _readme_commands()[0].split("&&"))
+    assert demo == "daskdepth demo"
+    words = shlex.split(install)
+    assert words[:2] == ["pip", "install"]
+    (target,) = [w for w in words[2:] if not w.startswith("-")]
+    extras = _extras(target)
+    tomllib = pytest.importorskip("tomllib")  # Python 3.11+
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        project = tomllib.load(f)["project"]
+    installed = list(project["dependencies"])
+    for extra in extras:
+        installed += project["optional-dependencies"][extra]
+    names = {re.split(r"[<>=!~;\[ ]", req, maxsplit=1)[0].lower() for req in installed}
+    assert "matplotlib" in names, f"README's first command installs {sorted(names)}"
+
+
+def test_demo_picture_draws_the_outliers_in_a_colour_the_cloud_does_not_use(tmp_path,
+                                                                          monkeypatch):
+    """At the planted outliers' pixels, a colour that no pixel of the other rows has."""
+    pytest.importorskip("matplotlib")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from daskdepth.cli.demo import demo_data, save_picture
+
+    X, planted = demo_data(4000)  # fewer rows than the picture samples: every row is drawn
+    model = daskdepth.AIIRW(random_state=0, contamination=0.02).fit(X)
+    depth = model.score_samples(X)
+    saved: list = []
+    savefig = Figure.savefig
+
+    def keep(self, *args, **kwargs):
+        saved.append(self)
+        return savefig(self, *args, **kwargs)
+
+    monkeypatch.setattr(Figure, "savefig", keep)
+    assert save_picture(tmp_path / "demo.png", model, X, depth)
+    assert (tmp_path / "demo.png").stat().st_size > 0
+    (fig,) = saved
+    canvas = FigureCanvasAgg(fig)
+    canvas.draw()
+    pixels = np.asarray(canvas.buffer_rgba())[..., :3] / 255.0
+    (ax,) = [a for a in fig.axes if a.get_xlabel().startswith("feature 0")]
+    xy = ax.transData.transform(X[:, :2])  # display pixels, y upwards
+    colour = pixels[np.round(pixels.shape[0] - xy[:, 1]).astype(int),
+                    np.round(xy[:, 0]).astype(int)]
+    outlier_colour = np.median(colour[planted], axis=0)
+    # the other rows' pixels, away from any outlier's marker
+    gap = np.hypot(*(xy[:, None, :] - xy[None, planted, :]).transpose(2, 0, 1)).min(axis=1)
+    cloud = colour[~planted & (gap > 6)]
+    assert cloud.shape[0] > 1000
+    distance = np.linalg.norm(cloud - outlier_colour, axis=1)
+    # Before, points were coloured by depth: the outliers had the colour of the cloud's edge.
+    assert np.percentile(distance, 5) > 0.3, (outlier_colour, np.percentile(distance, [1, 5]))
+
+
+def test_readme_quick_start_uses_the_headline_configuration():
+    """The quick start's detector is configured as the headline AUROC row says (MCD)."""
+    row = next(line for line in _readme().splitlines()
+               if line.startswith("| AUROC, AI-IRW"))
+    said = re.search(r"AI-IRW with (\w+)", row)
+    assert said, row
+    covariance = {"MCD": "mcd", "sample": "sample"}[said.group(1)]
+    calls = [node for node in ast.walk(ast.parse(_quick_start_blocks()[0]))
+             if isinstance(node, ast.Call) and ast.unparse(node.func) == "daskdepth.AIIRW"]
+    assert calls
+    for call in calls:
+        given = {k.arg: ast.literal_eval(k.value) for k in call.keywords}
+        assert given.get("covariance", "sample") == covariance, ast.unparse(call)
+
+
+def test_readme_cluster_example_runs_as_a_script():
+    """A local cluster started at a script's top level fails (its workers import the script)."""
+    (block,) = [b for b in _quick_start_blocks() if "Client(" in b]
+    tree = ast.parse(block)
+    guards = [node for node in tree.body if isinstance(node, ast.If)
+              and ast.unparse(node.test) == "__name__ == '__main__'"]
+    assert len(guards) == 1, "the cluster example needs an if __name__ == '__main__': guard"
+    top = [node for node in tree.body if node is not guards[0]]
+    assert not any(isinstance(n, ast.Call) for node in top for n in ast.walk(node)), \
+        "only imports belong outside the guard"
+
+
+def test_readme_says_how_long_the_tests_take_and_names_the_quick_subset():
+    text = _readme()
+    block = text.split("```bash", 1)[1].split("```", 1)[0]
+    (line,) = [x for x in block.splitlines() if "python -m pytest" in x]
+    assert re.search(r"#.*\d+\s*(-\s*\d+\s*)?min", line), line  # the time, beside the command
+    before_first_section = text[:text.index("\n## ")]
+    assert 'python -m pytest -m "not slow and not heavy"' in before_first_section

@@ -6,8 +6,8 @@ temporary directory, runs the same code as ``daskdepth score`` on it (options
 parsed by the same parser, so the defaults are those of ``score``), reports the
 time, the certified error bound, the AUROC of low depth against the planted
 outliers and how many rows were flagged, and saves a picture (a depth
-histogram with the threshold, and points coloured by depth) when matplotlib is
-installed.  The temporary directory is removed; the depth is kept only at
+histogram with the threshold, and the flagged rows in red over the others) when
+matplotlib is installed.  The temporary directory is removed; the depth is kept only at
 ``--out``.
 """
 
@@ -46,6 +46,10 @@ class DemoData(NamedTuple):
 
 #: Rows drawn in the picture's scatter plot (all rows go into its histogram).
 PICTURE_POINTS = 20_000
+#: The picture's colours: the bulk light grey, the flagged rows red (readable by
+#: colour-blind eyes too: they differ in lightness, and the flagged rows are larger).
+CLOUD_COLOUR = "#c8c8c8"
+OUTLIER_COLOUR = "#d62728"
 #: How to get the picture when matplotlib is missing.
 PLOT_HINT = "pip install 'daskdepth[plot]' (matplotlib) and run the demo again"
 
@@ -144,28 +148,65 @@ def _score_args(source: Path, args: argparse.Namespace, out: str) -> argparse.Na
     return build_parser().parse_args(argv)
 
 
-def save_picture(path: Path, model: Any, X: np.ndarray, depth: np.ndarray) -> bool:
-    """Depth histogram with the model's threshold, and points coloured by depth, as ``path``.
+def save_picture(path: Path, model: Any, X: np.ndarray, depth: np.ndarray,
+                 planted: np.ndarray | None = None) -> bool:
+    """Save the demo's picture as ``path``: where the flagged rows are, and why.
 
-    Returns False, drawing nothing, when matplotlib is not installed.
+    Left, the histogram of every row's depth (log scale, so that the few
+    low-depth rows show beside the bulk) with the model's threshold
+    ``offset_``, the planted outliers' depths stacked in red.  Right, features
+    0 and 1 of up to :data:`PICTURE_POINTS` rows: the others small and light
+    grey, the flagged rows (depth below ``offset_``) in red on top, and the
+    planted outliers the depth missed as black crosses.  Returns False,
+    drawing nothing, when matplotlib is not installed.
     """
     try:
         # Optional, imported only here: the demo runs without it.  Figure (not
         # pyplot) renders without a display or a GUI backend.
         from matplotlib.figure import Figure
-
-        from ..plot import depth_histogram, depth_scatter
     except ImportError:
         return False
-    fig = Figure(figsize=(11, 4.5), layout="constrained")
+    offset = float(model.offset_)
+    depth = np.asarray(depth, dtype=np.float64)
+    planted = np.zeros(depth.shape, dtype=bool) if planted is None else np.asarray(planted)
+    flagged = depth < offset
+    fig = Figure(figsize=(12, 5), layout="constrained")
     left, right = fig.subplots(1, 2)
-    depth_histogram(model, depth, ax=left, bins=80)
-    left.set_title(f"depth of {depth.size:,} rows; rows left of the line are flagged")
+
+    finite = np.isfinite(depth)
+    bins = np.linspace(float(depth[finite].min()), float(depth[finite].max()), 81)
+    left.hist(depth[finite], bins=bins, color=CLOUD_COLOUR, label=f"all {depth.size:,} rows")
+    if planted.any():
+        left.hist(depth[planted & finite], bins=bins, color=OUTLIER_COLOUR,
+                  label=f"the {int(planted.sum()):,} planted outliers")
+    left.axvline(offset, color="black", linestyle="--",
+                 label=f"threshold offset_ = {offset:.3g}: {int(flagged.sum()):,} rows below "
+                       "are flagged")
+    left.set_yscale("log")
+    peak = np.histogram(depth[finite], bins=bins)[0].max()
+    left.set_ylim(0.5, 60.0 * max(1, peak))  # room for the legend above the bars
+    left.set_xlabel("depth (low: outlying)")
+    left.set_ylabel("rows (log scale)")
+    left.set_title("depth of every row")
+    left.legend(loc="upper right", fontsize="small")
+
     rows = np.random.default_rng(0).permutation(depth.size)[:PICTURE_POINTS]
     rows.sort()
-    depth_scatter(X[rows], depth[rows], features=(0, 1), ax=right, s=4)
-    right.set_title(f"{rows.size:,} of the rows, coloured by depth (dark: outlying)")
-    fig.suptitle("daskdepth demo: AI-IRW depth")
+    x, y, f, p = X[rows, 0], X[rows, 1], flagged[rows], planted[rows]
+    right.scatter(x[~f], y[~f], s=3, c=CLOUD_COLOUR, linewidths=0, rasterized=True,
+                  label=f"not flagged ({int((~f).sum()):,})")
+    right.scatter(x[f], y[f], s=18, c=OUTLIER_COLOUR, edgecolors="black", linewidths=0.3,
+                  zorder=3, label=f"flagged: depth below the threshold ({int(f.sum()):,})")
+    missed = p & ~f
+    if missed.any():
+        right.scatter(x[missed], y[missed], s=24, c="black", marker="x", linewidths=1.0,
+                      zorder=4, label=f"planted but not flagged ({int(missed.sum()):,})")
+    right.set_xlabel("feature 0")
+    right.set_ylabel("feature 1")
+    shown = "all" if rows.size == depth.size else f"{rows.size:,} of the {depth.size:,}"
+    right.set_title(f"{shown} rows: flagged rows in red, on top")
+    right.legend(loc="upper left", fontsize="small", markerscale=1.5)
+    fig.suptitle("daskdepth demo: AI-IRW depth finds the planted outliers")
     fig.savefig(path, dpi=100)
     return True
 
@@ -182,8 +223,8 @@ def _report(rows: int, planted: np.ndarray, done: ScoreResult, auroc: float,
     print(f"  flagged:     {flagged_text(done.flagged, rows).removeprefix(', ')} "
           f"(contamination {DEMO_OUTLIERS:g})")
     if picture is not None:
-        print(f"  picture:     {picture} (depth histogram with the threshold, points coloured "
-              "by depth)")
+        print(f"  picture:     {picture} (depth histogram with the threshold, flagged rows in "
+              "red)")
     else:
         print(f"  picture:     none: {PLOT_HINT}")
     if kept:
@@ -210,7 +251,7 @@ def cmd_demo(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         depth = open_dataset(done.target)["depth"].values
         auroc = float(roc_auc_score(planted, -depth))
         X = open_dataset(source)["X"].values
-        saved = save_picture(picture, done.model, X, depth)
+        saved = save_picture(picture, done.model, X, depth, planted)
     finally:
         shutil.rmtree(place.workdir, ignore_errors=True)
     _report(args.rows, planted, done, auroc, picture if saved else None, place.keep)
