@@ -57,6 +57,22 @@ def _as_2d(X: Any) -> Any:
     return X
 
 
+def _input_feature_names(X: Any) -> list[str] | None:
+    """The names of ``X``'s columns: a DataFrame's columns, a DataArray's feature coordinate.
+
+    None for inputs without names (NumPy, dask arrays, a DataArray whose second dimension has
+    no coordinate).
+    """
+    columns = getattr(X, "columns", None)
+    if columns is not None and len(columns) == X.shape[1]:  # pandas or dask DataFrame
+        return [str(c) for c in columns]
+    dims = getattr(X, "dims", None)
+    coords = getattr(X, "coords", None)
+    if dims is not None and coords is not None and len(dims) == 2 and dims[1] in coords:
+        return [str(v) for v in np.asarray(coords[dims[1]].values).tolist()]  # xarray
+    return None
+
+
 def _column(X: Any, j: int) -> np.ndarray:
     """Column ``j`` of ``X`` as float64 NumPy (only that column of a dask array is computed)."""
     return np.asarray(_as_2d(X)[:, j], dtype=np.float64)
@@ -270,7 +286,9 @@ def depth_scatter(
     depth : array-like of shape (n_samples,)
         Depth of each row of ``X``, e.g. ``model.score_samples(X)``.
     features : pair of int, default=(0, 1)
-        Column indices drawn on the x and y axes.
+        Column indices drawn on the x and y axes; the axes are labelled with the column names
+        of a DataFrame, or the coordinate values of a DataArray's second (feature) dimension,
+        else "feature <index>".
     ax : matplotlib Axes, optional
         Axes to draw on; default the current Axes.
     colorbar : bool, default=True
@@ -297,6 +315,7 @@ def depth_scatter(
     """
     ax = _axes(ax)
     d = np.asarray(depth, dtype=np.float64).ravel()
+    names = _input_feature_names(X)
     X = _as_2d(X)
     fx, fy = _check_features(features, int(X.shape[1]))
     x, y = _column(X, fx), _column(X, fy)
@@ -306,8 +325,8 @@ def depth_scatter(
     kwargs.setdefault("cmap", "viridis")
     kwargs.setdefault("s", 8)
     points = ax.scatter(x[order], y[order], c=d[order], **kwargs)
-    ax.set_xlabel(f"feature {fx}")
-    ax.set_ylabel(f"feature {fy}")
+    ax.set_xlabel(names[fx] if names is not None else f"feature {fx}")
+    ax.set_ylabel(names[fy] if names is not None else f"feature {fy}")
     if colorbar:
         ax.figure.colorbar(points, ax=ax, label="depth")
     return points

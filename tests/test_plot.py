@@ -217,6 +217,24 @@ def test_scatter_other_features_and_shape_check():
         depth_scatter(X[:, 0], [0.1] * 4, ax=_axes())
 
 
+def test_scatter_labels_the_axes_with_the_column_names(elongated):
+    pd = pytest.importorskip("pandas")
+    xr = pytest.importorskip("xarray")
+    X = np.c_[elongated, elongated[:, 0] - elongated[:, 1]]
+    depth = np.linspace(0.5, 0.0, X.shape[0])
+    frame = pd.DataFrame(X, columns=["speed", "load", "power"])
+    ax = depth_scatter(frame, depth, features=(2, 0), ax=_axes(), colorbar=False).axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("power", "speed")
+    array = xr.DataArray(X, dims=("sample", "feature"),
+                         coords={"feature": ["speed", "load", "power"]})
+    ax = depth_scatter(array, depth, features=(1, 2), ax=_axes(), colorbar=False).axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("load", "power")
+    # without names: the positions, as before
+    bare = xr.DataArray(X, dims=("sample", "feature"))
+    ax = depth_scatter(bare, depth, ax=_axes(), colorbar=False).axes
+    assert (ax.get_xlabel(), ax.get_ylabel()) == ("feature 0", "feature 1")
+
+
 # --- optional dependency -------------------------------------------------------------------
 
 
