@@ -10,7 +10,8 @@ The directory, first match wins:
 
 1. ``DASKDEPTH_CACHE_DIR`` (environment): kernels go to its ``numba`` folder;
 2. ``NUMBA_CACHE_DIR`` (environment, or ``numba.config.CACHE_DIR``): the user's
-   own choice for every Numba cache, left as it is;
+   own choice for every Numba cache, left as it is (daskdepth's kernels go to
+   its real path);
 3. the platform's user cache directory: ``$XDG_CACHE_HOME/daskdepth/numba``
    (default ``~/.cache/daskdepth/numba``) on Linux,
    ``~/Library/Caches/daskdepth/numba`` on macOS,
@@ -42,11 +43,12 @@ Whatever the umask (002 on many systems, JupyterHub, HPC centres), the tree
 stays private: daskdepth creates its folders with mode 0700 (the kernels'
 folder too, before Numba would make it with the umask's mode), Numba's
 cache files are written 0600 (:func:`_private_writes`), and modes are
-tightened after each save.  A folder that is not private, or that cannot be
-created or written, or a path that cannot be expanded (``~nobody``), makes
-daskdepth compile its kernels in every process instead (no cache), with a
-:class:`~daskdepth.errors.KernelCacheWarning` naming the folder and the fix:
-never a failure, not even at ``import daskdepth``.
+tightened after each save.  A folder that is not private, an entry of the
+tree that others own or can write, a folder that cannot be created or
+written, or a path that cannot be expanded (``~nobody``), makes daskdepth
+compile its kernels in every process instead (no cache), with a
+:class:`~daskdepth.errors.KernelCacheWarning` naming the folder or entry and
+the fix: never a failure, not even at ``import daskdepth``.
 
 A cache entry that cannot be read (a truncated ``.nbc`` file, a garbage
 ``.nbi`` index: Numba's own ``UnpicklingError``) is dropped and the kernel
@@ -203,8 +205,8 @@ def unsafe_folder(path: Path, private: bool, below: Path | None = None) -> str:
                 return f"{below} cannot be examined ({exc.strerror})"
             if owner not in (uid, 0):
                 return (f"{below}, in the folder {path} that others can write (sticky, mode "
-                        f"{mode:04o}), is owned by user id {owner}, neither you nor root, "
-                        "who can replace it")
+                        f"{mode:04o}), is owned by user id {owner} (neither you nor root), "
+                        "who may replace it")
     return ""
 
 
