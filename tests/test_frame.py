@@ -329,7 +329,15 @@ def test_mapped_data_sets_keep_rank_and_invariance(name, cond, m, covariance):
     """
     x, y = mapped_data_set(name, cond)
     mx = _fit(x, n_directions=m, random_state=0, covariance=covariance)
-    my = _fit(y, n_directions=m, random_state=0, covariance=covariance)
+    if covariance == "mcd" and cond >= 1e8:
+        # The MCD frame of the image has sign criteria (down to 1.4e-7) within the
+        # estimated rounding perturbation of its whitened rows (up to 7.6e-6): the fit
+        # says so, and here the signs happen to agree.
+        with pytest.warns(daskdepth.FrameWarning, match="numerical perturbation"):
+            my = daskdepth.AIIRW(frame="invariant", n_directions=m, random_state=0,
+                                 covariance=covariance).fit(y)
+    else:
+        my = _fit(y, n_directions=m, random_state=0, covariance=covariance)
     assert mx.covariance_rank_ == my.covariance_rank_ == x.shape[1]
     assert kendalltau(mx.score_samples(x), my.score_samples(y))[0] >= 0.9999
 

@@ -27,10 +27,13 @@ import numpy as np
 
 from ..covariance.estimate import CovarianceFit
 from ..kernels.frame import (
+    NOISE_MARGIN,
     ONE_PASS_TOL,
+    SIGN_TOL,
     FrameReport,
     canonical,
     fourth_moment_scatter,
+    frame_noise,
     invariant_frame,
     inverse_sqrt,
     row_covariance,
@@ -79,22 +82,39 @@ def invariant_basis(x: da.Array, fit: CovarianceFit, w0: np.ndarray, token: str)
                                  k=1)
             s, g = fourth_moment_scatter(moments)
             passes = 2
-    f, report = invariant_frame(s, g)
+    f, report = invariant_frame(s, g, frame_noise(moments, w))
     return Frame(np.ascontiguousarray(w @ f), report, passes)
 
 
 def frame_message(report: FrameReport, d: int) -> str:
-    """The warning for a frame that the data do not fix completely."""
+    """The warning for a frame that the data do not fix completely, or fix only within rounding."""
     parts = []
     for grp in report.tied:
         parts.append(f"{len(grp)} equal eigenvalues ({report.eigenvalues[grp[0]]:.6g}) of the "
                      "fourth-moment scatter")
-    if report.unsigned:
-        parts.append(f"{len(report.unsigned)} axis/axes whose sign no third moment decides")
+    exact = [k for k in report.unsigned
+             if report.sign_tol is None or report.sign_tol[k] <= SIGN_TOL]
+    near = [k for k in report.unsigned if k not in exact]
+    if exact:
+        parts.append(f"{len(exact)} axis/axes whose sign no third moment decides")
+    if near:
+        tol = max(float(report.sign_tol[k]) for k in near)  # type: ignore[index]
+        parts.append(f"{len(near)} axis/axes whose third-moment sign criterion is within its "
+                     f"numerical perturbation (|criterion| <= {tol:.2g}, {NOISE_MARGIN:g} times "
+                     "the estimated effect of rounding in whitened coordinates)")
+    causes = []
+    if report.tied or exact:
+        causes.append("data with exact symmetries (e.g. a sample and its mirror image, or a "
+                      "regular grid)")
+    if near:
+        causes.append("nearly singular data (a feature almost a combination of others) or "
+                      "data in very ill-conditioned coordinates, whose whitened rows carry "
+                      "rounding noise of that size: the sign was decided within that noise, so "
+                      "an affine image of the data may get the other one and rank differently")
     return (
         "frame='invariant': the invariant frame is not unique for these data ("
         + "; ".join(parts) + "): the depth is invariant under affine maps of the "
         f"{d} features only up to rotations or reflections within those eigenspaces. This "
-        "happens for data with exact symmetries (e.g. a sample and its mirror image, or a "
-        "regular grid); depths remain correct AI-IRW depths for the directions drawn"
+        "happens for " + ", and for ".join(causes) + "; depths remain correct AI-IRW depths "
+        "for the directions drawn"
     )
