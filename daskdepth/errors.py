@@ -66,12 +66,14 @@ class ZeroCovarianceError(ValueError):
     """The covariance of the reference rows is zero: every feature is constant (as stored)."""
 
 
-class ParameterError(ValueError):
+class ParameterError(ValueError, TypeError):
     """A parameter the chosen depth does not take, or does not take with the others given.
 
     ``name`` and ``value`` are the parameter, ``depth`` the depth's name, ``why``
     the reason and ``takers`` the depths that take it, so that the command line
-    can say the same with its option names.
+    can say the same with its option names.  A :class:`ValueError`, and a
+    :class:`TypeError` as Python's own refusal of an unexpected keyword argument
+    (and scikit-learn's ``InvalidParameterError``) is.
     """
 
     def __init__(self, message: str, *, name: str = "", value: object = None, depth: str = "",

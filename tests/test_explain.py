@@ -190,6 +190,33 @@ def test_containers_keep_index_columns_and_coordinates():
     np.testing.assert_array_equal(lazy["explain_depth"].values, ds["explain_depth"].values)
 
 
+def test_top_feature_names_the_columns_of_a_frame():
+    # It gave positions for DataFrame rows; a DataFrame's user asks for column names.
+    reference, outliers = planted_outliers(1000, 3, feature=1, seed=8)
+    names = ["a", "b", "c"]
+    model = daskdepth.AIIRW(random_state=0, nan_policy="omit").fit(
+        pd.DataFrame(reference, columns=names))
+    rows = outliers[:20].copy()
+    rows[4] = np.nan  # not scored
+    query = pd.DataFrame(rows, columns=names, index=np.arange(20) * 5)
+    why = model.explain(query)
+    top = why.top_feature()
+    assert isinstance(top, pd.Series) and (top.index == query.index).all()
+    expected = why.contribution.drop(index=20).idxmax(axis=1)
+    assert top.drop(index=20).tolist() == expected.tolist()
+    assert (top.drop(index=20) == "b").mean() >= 0.9 and pd.isna(top[20])
+    lazy = model.explain(pytest.importorskip("dask.dataframe").from_pandas(query, npartitions=3))
+    pd.testing.assert_series_equal(lazy.top_feature(), top)
+    # NumPy rows of a model fitted with names: the names (positions without names)
+    with pytest.warns(UserWarning, match="does not have valid feature names"):
+        named = model.explain(rows).top_feature()
+    assert named[4] is None and np.delete(named, 4).tolist() == top.drop(index=20).tolist()
+    plain = daskdepth.AIIRW(random_state=0, nan_policy="omit").fit(reference)
+    positions = plain.explain(rows).top_feature()
+    assert positions.dtype == np.int64 and positions[4] == -1
+    assert [names[p] for p in np.delete(positions, 4)] == top.drop(index=20).tolist()
+
+
 def test_refusals_and_n_top_beyond_the_directions():
     X = np.random.default_rng(0).normal(size=(200, 2))
     with pytest.raises(TypeError, match="explanations exist for AIIRW, IRW, Halfspace"):

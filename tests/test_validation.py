@@ -306,6 +306,42 @@ def test_pandas_text_columns_refused(x):
             daskdepth.AIIRW(n_directions=10).fit(lazy)
 
 
+def test_numeric_categorical_columns_are_their_values(x):
+    # scikit-learn accepts them (their categories' values); they were refused as "category"
+    frame = pd.DataFrame({"a": x[:, 0], "level": np.round(x[:, 1] * 2), "n": x[:, 2]},
+                         index=np.arange(300) + 7)
+    frame.loc[[9, 40], "level"] = np.nan
+    plain = frame.copy()
+    frame["level"] = pd.Categorical(frame["level"])
+    frame["n"] = pd.Categorical(np.arange(300) % 4)
+    plain["n"] = (np.arange(300) % 4).astype(float)
+    _, want = _reference_depths(plain, nan_policy="omit")
+    for data in (frame, dd.from_pandas(frame, npartitions=2)):
+        model = daskdepth.AIIRW(n_directions=10, random_state=0, nan_policy="omit").fit(data)
+        got = model.score_samples(data)
+        got = got.compute() if hasattr(got, "compute") else got
+        np.testing.assert_array_equal(got.to_numpy(), want)
+        assert list(got.index) == list(frame.index)
+    assert list(model.feature_names_in_) == ["a", "level", "n"]
+    with pytest.raises(ValueError, match=r"2 rows with NaN or inf values \(rows \[2, 33\]\)"):
+        daskdepth.AIIRW(n_directions=10).fit(frame)
+    text = frame.assign(n=pd.Categorical(np.where(np.arange(300) % 2, "x", "y")))
+    with pytest.raises(TypeError, match=r"not real numbers: 'n' \(category of \w+, whose codes "
+                                        r"\.cat\.codes are numbers\)"):
+        daskdepth.AIIRW().fit(text)
+
+
+@pytest.mark.parametrize("row", [False, True])
+def test_pandas_series_message_suggests_to_frame(x, fitted, row):
+    frame = pd.DataFrame(x, columns=["a", "b", "c"])
+    series = frame.iloc[0] if row else frame["b"]
+    for call in (daskdepth.AIIRW().fit, fitted.score_samples):
+        with pytest.raises(ValueError, match=r"X is a pandas Series \(1-D, \d+ values\); .* "
+                                             r"X\.to_frame\(\) .* X\.to_frame\(\)\.T") as exc:
+            call(series)
+        assert ".reshape(1, -1)" not in str(exc.value)  # a Series has no reshape
+
+
 def test_pandas_boolean_and_number_columns(x):
     # NumPy dtypes that to_numpy() would mix into object (bool with float): column by column
     frame = pd.DataFrame({"a": x[:, 0], "flag": x[:, 1] > 0, "n": np.arange(300)})
@@ -407,10 +443,11 @@ CONT = (r"^contamination must be a float in \(0, 0\.5\], the expected share of o
 
 
 INVALID = [
-    ({"n_directions": 0}, ND + r"\. Got 0 instead; None means 100 x n_features"),
+    ({"n_directions": 0}, ND + r"\. Got 0 instead; (None means|pass an int, or None for) "
+                              r"(100 x n_features|1000 half-spaces)"),
     ({"n_directions": -3}, ND + r"\. Got -3 instead"),
     ({"n_directions": 2.5}, ND + r"\. Got 2\.5 instead"),
-    ({"n_directions": "many"}, ND + r"\. Got 'many' instead; .*'auto' picks m"),
+    ({"n_directions": "many"}, ND + r"\. Got 'many' instead; .*'auto' (picks m|\(m picked)"),
     ({"n_directions": True}, ND_BOOL + r"\. Got True instead"),
     ({"tol": -1}, TOL + r"\. Got -1 instead; tol=0 gives the exact depth"),
     ({"tol": 0.7}, TOL + r"\. Got 0\.7 instead"),
@@ -460,6 +497,55 @@ def test_invalid_parameters(x, cls, params, pattern):
 def test_invalid_score_parameters(x, params, pattern):
     with pytest.raises(ValueError, match=pattern):
         daskdepth.score(x, **params)
+
+
+@pytest.mark.parametrize("cls, default", [
+    (daskdepth.Halfspace, "100 x n_features"), (daskdepth.Projection, "100 x n_features"),
+    (daskdepth.HalfspaceMass, "1000 half-spaces")])
+def test_auto_refusal_says_who_takes_auto_and_the_depths_own_default(x, cls, default):
+    # It described 'auto' as if it had been taken, and gave the half-space mass the default
+    # of the other depths (100 x n_features; its None means 1000 half-spaces).
+    with pytest.raises(ValueError) as exc:
+        cls(n_directions="auto").fit(x)
+    message = str(exc.value)
+    assert "Got 'auto' instead" in message
+    assert f"None for {default}" in message and "is taken only by IRW and AIIRW" in message
+    assert "'auto' picks" not in message
+    assert ("100 x n_features" in message) == (cls is not daskdepth.HalfspaceMass)
+
+
+@pytest.mark.parametrize("cls, name, value, takers", [
+    (daskdepth.Projection, "tol", 1e-3, "AIIRW, IRW and Halfspace"),
+    (daskdepth.IRW, "covariance", "mcd", "AIIRW, Halfspace and Projection"),
+    (daskdepth.HalfspaceMass, "frame", "invariant", "AIIRW"),
+    (daskdepth.AIIRW, "scope", 2.0, "HalfspaceMass"),
+])
+def test_a_parameter_the_class_does_not_take_is_a_parameter_error(cls, name, value, takers):
+    # docs/depths.md promises a ParameterError naming the depths that take it; the classes
+    # raised Python's bare "unexpected keyword argument" TypeError.
+    with pytest.raises(daskdepth.ParameterError,
+                       match=rf"^{cls.__name__} takes no parameter '{name}'.*{name} is a "
+                             rf"parameter of {takers}") as exc:
+        cls(**{name: value})
+    assert isinstance(exc.value, TypeError) and isinstance(exc.value, ValueError)
+    assert exc.value.name == name and exc.value.value == value and exc.value.takers
+
+
+def test_a_parameter_no_depth_takes_names_the_closest(x):
+    with pytest.raises(daskdepth.ParameterError,
+                       match=r"IRW takes no parameter 'n_direction'; did you mean "
+                             r"'n_directions'\? IRW's parameters: contamination, n_directions"):
+        daskdepth.IRW(n_direction=10)
+    # the estimators' own paths are unchanged: clone, set_params, pickling
+    import pickle
+
+    from sklearn.base import clone
+
+    model = daskdepth.IRW(tol=1e-3, random_state=0)
+    assert clone(model).get_params() == model.get_params()
+    assert pickle.loads(pickle.dumps(model.fit(x))).score_samples(x[:3]).shape == (3,)
+    with pytest.raises(ValueError, match="Invalid parameter 'covariance' for estimator IRW"):
+        model.set_params(covariance="mcd")
 
 
 def test_irw_takes_the_one_call_defaults(x):

@@ -452,7 +452,9 @@ it out or use --depth ai-irw or --depth halfspace or --depth projection
     from ..estimators import make_estimator
 
     try:
-        make_estimator(depth, **estimator_params(args, None))
+        # every parameter checked as fit checks it (e.g. --n-directions auto, which not every
+        # depth takes), so that no job starts a cluster first
+        make_estimator(depth, **estimator_params(args, None))._validate_params()
     except ParameterError as exc:
         raise ValueError(cli_message(str(exc))) from None
     except TypeError as exc:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import difflib
 import html
 from typing import Any
 
@@ -13,7 +14,7 @@ from sklearn.base import BaseEstimator, OutlierMixin, _fit_context
 from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
-from ..errors import ZeroCovarianceError
+from ..errors import ParameterError, ZeroCovarianceError
 from ..fitting.fit import fit_depth
 from ..fitting.offset import SAMPLE_SIZE, offset_sample
 from ..passes.scoring import score_array
@@ -25,6 +26,7 @@ from ..summary.depth import DepthSummary
 from ..summary.statistics import MEAN, Statistic
 from .explain import explain_rows
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
+from .known import DEPTHS
 from .params import check_param
 from .warmup import warm_workers
 
@@ -56,6 +58,9 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     #: Why this depth does not take a parameter some other depth takes (by parameter; the
     #: default reason: the estimator has no such parameter).
     _why_not: dict[str, str] = {}
+    #: What to pass instead of an invalid value, where this depth's hint differs from the
+    #: shared one (:data:`daskdepth.estimators.params.HINTS`), by parameter.
+    _hints: dict[str, str] = {}
 
     #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
     _fitted_attributes: tuple[str, ...] = (
@@ -65,6 +70,17 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     #: Fitted attributes set only for some inputs (string feature names) or frames.
     _optional_fitted_attributes: tuple[str, ...] = ("feature_names_in_", "basis_",
                                                     "frame_eigenvalues_")
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> DepthDetector:
+        # A keyword the depth does not take is refused here, before __init__ would raise
+        # Python's bare "unexpected keyword argument": a ParameterError (also a TypeError)
+        # that names the depths that take it.
+        if kwargs:
+            names = cls._get_param_names()
+            for name in kwargs:
+                if name not in names:
+                    raise parameter_not_taken(cls, name, kwargs[name])
+        return super().__new__(cls)
 
     # ---------------------------------------------------------------- fitting
 
@@ -87,7 +103,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         # Run by scikit-learn's _fit_context: each of the subclass's _parameter_constraints,
         # with the hint of what to pass instead, then the rules between them.
         for name, constraints in self._parameter_constraints.items():
-            check_param(name, getattr(self, name), type(self).__name__, constraints)
+            check_param(name, getattr(self, name), type(self).__name__, constraints,
+                        hint=self._hints.get(name))
         self._check_rules()
 
     def _error_bound(self, summary: Any) -> float:
@@ -274,7 +291,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             point's ``m`` per-direction depths: the spread that drawing other
             directions (another ``random_state``) would give, so that about 95%
             of the depths lie within two standard errors of the depth for
-            infinitely many directions.  It covers the direction sampling
+            infinitely many directions (less for points far outside the data, whose
+            depths are near the lower bound 0 and whose per-direction depths are
+            skewed: there the symmetric interval covers noticeably less, see
+            docs/accuracy.md).  It covers the direction sampling
             only, not the estimation of the covariance or location from the
             reference rows; the summary's approximation is bounded separately
             by ``error_bound_`` (at most ``tol``).  0 with one direction.
@@ -535,6 +555,40 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         if "text/html" in output:  # only when scikit-learn's display is 'diagram'
             output["text/html"] = self._with_summary(output["text/html"])
         return output
+
+
+def parameter_not_taken(cls: type[DepthDetector], name: str, value: Any) -> ParameterError:
+    """The error for ``cls(name=value)``, a parameter ``cls`` does not take.
+
+    It names the depths that take it (and why this one does not, where its
+    class says), or the closest parameter ``cls`` takes.
+
+    Examples
+    --------
+    >>> import daskdepth
+    >>> print(parameter_not_taken(daskdepth.Projection, "tol", 1e-3))
+    Projection takes no parameter 'tol' (the projection depth's medians and MADs are exact); \
+tol is a parameter of AIIRW, IRW and Halfspace: leave it out, or use one of those
+    >>> print(parameter_not_taken(daskdepth.IRW, "n_direction", 10))  # doctest: +ELLIPSIS
+    IRW takes no parameter 'n_direction'; did you mean 'n_directions'? ...
+    """
+    takers = [(depth, other) for depth, other in DEPTHS.items()
+              if name in other._get_param_names()]
+    own = sorted(cls._get_param_names())
+    message = f"{cls.__name__} takes no parameter {name!r}"
+    why = cls._why_not.get(name, "")
+    if takers:
+        listed = [other.__name__ for _, other in takers]
+        names = listed[0] if len(listed) == 1 else \
+            f"{', '.join(listed[:-1])} and {listed[-1]}"
+        message += (f"{f' ({why})' if why else ''}; {name} is a parameter of {names}: leave it "
+                    f"out, or use {'it' if len(listed) == 1 else 'one of those'}")
+    else:
+        close = difflib.get_close_matches(name, own, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ";"
+        message += f"{hint} {cls.__name__}'s parameters: {', '.join(own)}"
+    return ParameterError(message, name=name, value=value, depth=str(cls.depth_name or ""),
+                          why=why, takers=tuple(depth for depth, _ in takers))
 
 
 class _Brief:

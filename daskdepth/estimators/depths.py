@@ -10,7 +10,7 @@ from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
 from ..summary.statistics import MIN
 from .base import DepthDetector
-from .params import CONSTRAINTS, DEFAULT_TOL
+from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_hint
 
 
 class AIIRW(DepthDetector):
@@ -454,6 +454,7 @@ class Halfspace(DepthDetector):
     # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
+    _hints = {"n_directions": no_auto_hint("100 x n_features")}
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = DEFAULT_TOL,

@@ -97,15 +97,47 @@ class Explanation:
         return out
 
     def top_feature(self) -> Any:
-        """Per row, the index of the feature with the largest contribution (-1 if not scored).
+        """Per row, the feature with the largest contribution: its name, or its position.
+
+        - pandas or dask DataFrame rows: a pandas Series with the rows' index
+          holding the column labels (as ``contribution.idxmax(axis=1)``),
+          missing for rows not scored;
+        - other rows, for a model fitted with feature names (a DataFrame's
+          string columns, ``feature_names_in_``): an object array of the names,
+          None for rows not scored;
+        - otherwise an int64 array of positions, -1 for rows not scored.
 
         Computed with the values of ``contribution`` (NumPy, or computed from its container).
+
+        Examples
+        --------
+        >>> import numpy as np, pandas as pd, daskdepth
+        >>> X = pd.DataFrame(np.random.default_rng(0).normal(size=(500, 3)),
+        ...                  columns=["p", "q", "r"])
+        >>> model = daskdepth.AIIRW(random_state=0).fit(X)
+        >>> rows = pd.DataFrame([[0.0, 0.0, 8.0], [9.0, 0.0, 0.0]], columns=["p", "q", "r"],
+        ...                     index=[10, 11])
+        >>> model.explain(rows).top_feature().to_dict()
+        {10: 'r', 11: 'p'}
         """
-        values = np.asarray(self.contribution)
-        out = np.full(values.shape[0], -1, dtype=np.int64)
+        contribution = self.contribution
+        if hasattr(contribution, "compute") and hasattr(contribution, "columns"):
+            contribution = contribution.compute()  # a dask DataFrame: its pandas values
+        values = np.asarray(contribution, dtype=np.float64)
+        position = np.full(values.shape[0], -1, dtype=np.int64)
         ok = ~np.isnan(values).any(axis=1)
-        out[ok] = np.argmax(values[ok], axis=1)
-        return out
+        position[ok] = np.argmax(values[ok], axis=1)
+        if isinstance(contribution, pd.DataFrame):
+            labels = np.asarray(contribution.columns, dtype=object)
+        elif self.feature_names is not None:
+            labels = np.asarray(self.feature_names, dtype=object)
+        else:
+            return position
+        named = np.full(values.shape[0], None, dtype=object)
+        named[ok] = labels[position[ok]]
+        if isinstance(contribution, pd.DataFrame):
+            return pd.Series(named, index=contribution.index, name="top_feature")
+        return named
 
 
 def _check_model(model: Any) -> DepthSummary | ProjectionSummary:

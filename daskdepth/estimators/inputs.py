@@ -390,6 +390,10 @@ def _frame_dtype_problem(dtype: Any, column: pd.Series | None = None) -> str | N
     index label, which a dask partition shares with the whole frame."""
     if getattr(dtype, "kind", "O") in "biuf":  # NumPy's or pandas' nullable dtypes
         return None
+    if _numeric_categories(dtype):  # as scikit-learn: the categories' values
+        return None
+    if isinstance(dtype, pd.CategoricalDtype):
+        return f"category of {dtype.categories.dtype}, whose codes .cat.codes are numbers"
     if isinstance(dtype, np.dtype) and dtype.kind == "O":
         bad = None if column is None else _non_number(column.to_numpy(dtype=object))
         if bad is None:
@@ -398,6 +402,13 @@ def _frame_dtype_problem(dtype: Any, column: pd.Series | None = None) -> str | N
         return (f"object, holds {type(bad[1]).__name__} {shown} at index "
                 f"{_label(column.index[bad[0][0]])!r}")
     return str(dtype)
+
+
+def _numeric_categories(dtype: Any) -> bool:
+    """A pandas categorical dtype whose categories are real numbers (known categories)."""
+    if not isinstance(dtype, pd.CategoricalDtype) or dtype.categories is None:
+        return False
+    return getattr(dtype.categories.dtype, "kind", "O") in "biuf"
 
 
 def _label(value: Any) -> Any:
@@ -442,6 +453,9 @@ def _frame_values(frame: pd.DataFrame, what: str) -> np.ndarray:
         elif not bad:
             if isinstance(dtype, np.dtype) and dtype.kind == "O":
                 columns.append(object_floats(column.to_numpy(), what, column=name))
+                continue
+            if isinstance(dtype, pd.CategoricalDtype):  # numeric categories: their values
+                columns.append(column.astype(np.float64).to_numpy())
                 continue
             if dtype.kind in "iu":  # e.g. Int64 ids beyond 2**53
                 _warn_wide_integers(column.dropna().to_numpy(
@@ -493,6 +507,12 @@ def _unwrap(x: Any, what: str, lengths: bool = True) -> tuple[str, Any, np.ndarr
         )
     if _is_dask_frame(x):
         return _unwrap_dask_frame(x, what, lengths)
+    if isinstance(x, pd.Series):
+        raise ValueError(
+            f"{what} is a pandas Series (1-D, {len(x)} values); depth needs a 2-D table "
+            f"(n_samples, n_features): for one feature pass {what}.to_frame() (a one-column "
+            f"DataFrame, its name the feature's), for one sample (a row such as df.iloc[i]) "
+            f"pass {what}.to_frame().T, or for NumPy {what}.to_numpy().reshape(-1, 1)")
     kind, names = "numpy", None
     if isinstance(x, xr.DataArray):
         kind = "xarray"

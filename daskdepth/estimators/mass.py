@@ -12,7 +12,7 @@ from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
 from .base import DepthDetector
 from .inputs import Input
-from .params import CONSTRAINTS
+from .params import CONSTRAINTS, no_auto_hint
 
 #: Number of half-spaces ``t`` when ``n_directions=None``.
 DEFAULT_HALFSPACES = 1000
@@ -140,6 +140,7 @@ class HalfspaceMass(DepthDetector):
     # 'auto' picks m for a standard error of a mean over directions; the mass has none.
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
+    _hints = {"n_directions": no_auto_hint(f"{DEFAULT_HALFSPACES} half-spaces")}
 
     _fitted_attributes = (
         "n_features_in_", "location_", "directions_", "split_points_", "left_mass_",

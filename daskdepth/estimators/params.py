@@ -89,6 +89,19 @@ HINTS = {
 }
 
 
+def no_auto_hint(default: str) -> str:
+    """The ``n_directions`` hint of a depth that does not take ``'auto'``; None means ``default``.
+
+    Examples
+    --------
+    >>> no_auto_hint("1000 half-spaces")
+    "pass an int, or None for 1000 half-spaces; 'auto' (m picked for a standard error of at \
+most 0.005) is taken only by IRW and AIIRW"
+    """
+    return (f"pass an int, or None for {default}; 'auto' (m picked for a standard error of at "
+            "most 0.005) is taken only by IRW and AIIRW")
+
+
 def contamination_message(value: Any) -> str:
     """What is wrong with a ``contamination`` outside (0, 0.5], and what to pass.
 

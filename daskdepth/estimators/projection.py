@@ -13,7 +13,7 @@ from ..summary.statistics import WHOLE
 from .base import DepthDetector
 from .depths import affine_covariance_spec, affine_display_name, affine_whitens
 from .inputs import Input
-from .params import CONSTRAINTS
+from .params import CONSTRAINTS, no_auto_hint
 
 
 class Projection(DepthDetector):
@@ -132,6 +132,7 @@ class Projection(DepthDetector):
     # 'auto' picks m for a standard error of a mean over directions; a maximum has none.
     _parameter_constraints["n_directions"] = [
         c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
+    _hints = {"n_directions": no_auto_hint("100 x n_features")}
 
     _fitted_attributes = (
         "n_features_in_", "location_", "covariance_", "directions_", "medians_", "mads_",
