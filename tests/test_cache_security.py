@@ -58,9 +58,9 @@ def _run(tmp_path: Path, cache: Path, umask: int = 0o022) -> tuple[dict, str]:
     """Run the probe in a new process with ``DASKDEPTH_CACHE_DIR=cache``: its JSON and stderr."""
     env = {k: v for k, v in os.environ.items() if k not in ("NUMBA_CACHE_DIR", "XDG_CACHE_HOME")}
     env["DASKDEPTH_CACHE_DIR"] = str(cache)
-    proc = subprocess.run([sys.executable, "-c", _PROBE], capture_output=True, text=True,
-                          timeout=600, env=env, cwd=tmp_path,
-                          preexec_fn=lambda: os.umask(umask))
+    script = f"import os; os.umask({umask:#o})\n" + _PROBE
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          timeout=600, env=env, cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout.strip().splitlines()[-1]), proc.stderr
 
