@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
+from ..estimators.inputs import samples_first
 from ..estimators.warmup import warm_workers
 from ..io.inputs import ZarrInput, open_input
 from ..io.models import load_model
@@ -37,7 +38,7 @@ from ..storage.modelformat import is_model, read_attributes, save_model, utc_now
 from ..storage.paths import is_url, local_path, open_dataset
 from ..storage.targets import check_output
 from .cluster import Runner
-from .parser import estimator_params
+from .parser import cli_message, estimator_params
 from .ui import UI, printable
 
 #: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
@@ -111,16 +112,27 @@ def prepare_output(path: str, inputs: Sequence[str] = (), overwrite: bool = Fals
 
 
 def open_source(path: str, array: str | None, min_rows: int = 1,
-                sample_dim: str | None = None, fill_missing: bool = False) -> ZarrInput:
+                sample_dim: str | None = None, fill_missing: bool = False,
+                n_features: int | None = None) -> ZarrInput:
     """Open INPUT, refusing it when it has fewer than ``min_rows`` rows.
 
-    Warns when it has more features than rows: a dataset stored as
-    (feature, sample) is then read with features as rows (``--sample-dim``).
-    Missing chunks of the input are refused unless ``fill_missing``
-    (``--fill-missing-chunks``).
+    The sample dimension is ``sample_dim`` (``--sample-dim``) when given, else
+    picked by the rule of the Python API
+    (:func:`daskdepth.estimators.inputs.samples_first`): the dimension named
+    ``sample``, else the one not named ``feature``, else the first, an
+    orientation the names leave open and the shape contradicts being refused
+    (``n_features``: the model's, when scoring with one).  So a variable
+    stored as (feature, time) is read with time as the samples, as
+    ``model.fit(ds['X'])`` reads it.  Warns when the input still has more
+    features than rows.  Missing chunks of the input are refused unless
+    ``fill_missing`` (``--fill-missing-chunks``).
     """
-    source = open_input(path, array, sample_dim=sample_dim,
-                        missing_chunks="fill" if fill_missing else "raise")
+    missing = "fill" if fill_missing else "raise"
+    source = open_input(path, array, sample_dim=sample_dim, missing_chunks=missing)
+    if sample_dim is None:
+        found = _sample_dim(source, n_features)
+        if found != source.sample_dim:  # opened again, its rows chunked along that dimension
+            source = open_input(path, array, sample_dim=found, missing_chunks=missing)
     n, d = source.shape
     if n < min_rows:
         noun = "row" if n == 1 else "rows"
@@ -132,6 +144,15 @@ def open_source(path: str, array: str | None, min_rows: int = 1,
                       f"({n:,}, along {source.sample_dim!r}); if the samples run along "
                       f"{other!r}, pass --sample-dim {other}", UserWarning, stacklevel=2)
     return source
+
+
+def _sample_dim(source: ZarrInput, n_features: int | None) -> str:
+    """The dimension of INPUT that holds the samples, by the rule of the Python API."""
+    try:
+        return str(samples_first(source.data, None, source.describe().partition(":")[0],
+                                 n_features=n_features).dims[0])
+    except ValueError as exc:
+        raise InputError(cli_message(str(exc))) from None
 
 
 def recorded_path(path: str) -> str:
@@ -212,7 +233,7 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitt
     label = model._progress_label()
     ui.status(f"{label} on {source.describe()}")
     with runner.progress(label) as progress:
-        # The input's orientation is decided when it is opened (--sample-dim, or a warning)
+        # The input's orientation is decided when it is opened (--sample-dim, or the API's rule)
         model.fit(source.data, sample_dim=source.sample_dim)
     done = Fitted(time.time() - start, passes_text(progress.counts))
     ui.status(f"fitted in {done.seconds:.1f} s: {model.n_directions_} directions, certified "
@@ -386,7 +407,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
     source = open_source(args.input, args.array, sample_dim=args.sample_dim,
-                         fill_missing=args.fill_missing_chunks)
+                         fill_missing=args.fill_missing_chunks, n_features=model.n_features_in_)
     check_features(model, source, args.model)
     source = with_model_features(model, source)
     contamination = _apply_contamination(args.contamination, model, document)

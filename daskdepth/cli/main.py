@@ -1,7 +1,7 @@
 """``main``: parse the command line, run the job, turn its outcome into an exit status.
 
-Exit status: 0 on success, 2 for usage errors (bad options, an input or model
-that does not exist, an output that exists without ``--overwrite``, an output
+Exit status: 0 on success, 2 for usage errors (bad options, an input, model or
+``--array`` that does not exist, an output that exists without ``--overwrite``, an output
 that is the input), 1 when the job fails (an unreadable or unusable input,
 NaN/inf rows, a corrupted model, ...), 130 on
 Ctrl-C and 143 on SIGTERM, 141 when the reader of stdout went away

@@ -239,7 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="array (or dataset variable) of a Zarr group to read")
     source.add_argument("--sample-dim", metavar="DIM",
                         help="the dimension of an xarray variable that runs over samples "
-                             "(default: its first)")
+                             "(default, as the Python API: the one named 'sample', else the "
+                             "one not named 'feature', else the first)")
     source.add_argument("--overwrite", action="store_true",
                         help="replace an existing output")
     source.add_argument("--fill-missing-chunks", action="store_true",

@@ -164,8 +164,8 @@ def _locate(node: Any, text: str, array: str | None) -> _Located:
         arr = node[name]
     except KeyError:
         arrays = ", ".join(repr(n) for n in sorted(k for k, _ in node.arrays())) or "none"
-        raise InputError(f"input {text!r} has no array {name!r} (arrays in it: "
-                         f"{arrays})") from None
+        raise MissingInputError(f"input {text!r} has no array {name!r} (arrays in it: "
+                                f"{arrays})") from None
     if not isinstance(arr, zarr.Array):
         raise InputError(f"{name!r} in {text!r} is a group, not an array; name an array "
                          f"inside it, e.g. --array {name}/NAME")
