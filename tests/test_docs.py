@@ -116,6 +116,16 @@ def test_every_public_name_is_in_the_api_reference(site: Path):
     assert "set_fit_request" not in html
 
 
+def test_explanations_and_plotting_are_in_the_api_reference(site: Path):
+    # what explain() returns, and the plot module, were missing from the reference
+    import daskdepth.plot
+
+    html = (site / "api.html").read_text()
+    for name in ("Explanation", "Explanation.top_feature", "Explanation.vectors"):
+        assert f'id="daskdepth.estimators.explain.{name}"' in html
+    assert [n for n in daskdepth.plot.__all__ if f'id="daskdepth.plot.{n}"' not in html] == []
+
+
 def test_command_line_reference_comes_from_the_parser(site: Path):
     from daskdepth.cli.parser import build_parser
 
