@@ -39,6 +39,7 @@ _LAZY = {
     "score": ("daskdepth.estimators", "score"),
     "outliers": ("daskdepth.estimators", "outliers"),
     "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
+    "depth_interval": ("daskdepth.summary.statistics", "depth_interval"),
     "PyODAdapter": ("daskdepth.estimators.pyod", "PyODAdapter"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
@@ -50,8 +51,8 @@ __all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "Fi
            "FrameWarning", "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
            "Projection", "PyODAdapter", "SummaryMemoryWarning", "ToleranceWarning",
-           "ZeroCovarianceError", "__version__", "load", "outlier_auroc", "outliers", "score",
-           "score_dataset"]
+           "ZeroCovarianceError", "__version__", "depth_interval", "load", "outlier_auroc",
+           "outliers", "score", "score_dataset"]
 
 
 def __getattr__(name: str) -> object:

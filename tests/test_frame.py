@@ -444,3 +444,60 @@ def test_figure_script_runs_small(tmp_path):
     invariant = ranks[ranks["frame"] == "invariant"]
     assert (invariant["tau_in"] >= 0.9999).all() and (invariant["tau_out"] >= 0.9999).all()
     assert (tmp_path / "fig_invariance.png").stat().st_size > 10_000
+
+
+# --------------------------------------------------------------------------- bits, as stated
+
+
+@pytest.mark.parametrize("frame", ["correlation", "invariant"])
+def test_bits_across_chunkings_hold_under_the_stated_condition(frame):
+    """The condition docs/cluster.md, docs/development.md, docs/accuracy.md and the README
+    state: identical bits across chunkings for a correlation matrix whose smallest
+    eigenvalue is above d 2^-17; below it, directions agree to about 1e-16 times its
+    condition number; explanations' contributions (raw ``covariance_``) to about 1e-15."""
+    rng = np.random.default_rng(5)
+    d = 6
+    well = rng.normal(size=(3000, d))
+    ill = well @ conditioned(rng, d, 1e4).T
+    for x, exact in [(well, True), (ill, False)]:
+        ev = np.linalg.eigvalsh(np.corrcoef(x.T))
+        assert (ev[0] > d * 2.0 ** -17) == exact
+        fits = [daskdepth.AIIRW(n_directions=100, random_state=0, frame=frame)
+                .fit(chunked(x, ch)) for ch in [(3000,), (7, 1993, 1000)]]
+        depths = [f.score_samples(x[:400]) for f in fits]
+        if exact:
+            np.testing.assert_array_equal(fits[0].directions_, fits[1].directions_)
+            np.testing.assert_array_equal(depths[0], depths[1])
+        else:
+            rel = np.abs(fits[0].directions_ - fits[1].directions_).max()
+            assert rel <= 1e-16 * ev[-1] / ev[0] * np.abs(fits[0].directions_).max()
+        a, b = (f.explain(x[:50], n_top=3) for f in fits)
+        if exact:
+            np.testing.assert_array_equal(a.direction, b.direction)
+        rtol = 1e-13 if exact else 1e-15 * ev[-1] / ev[0]
+        scale = np.abs(a.contribution).max()
+        assert np.abs(a.contribution - b.contribution).max() <= rtol * scale
+    for doc in ["README.md", "docs/development.md", "docs/accuracy.md", "docs/cluster.md"]:
+        text = " ".join((Path(__file__).resolve().parents[1] / doc).read_text().split())
+        assert "condition number up to about 1e5" in text, doc
+
+
+def test_correlation_frame_rescaling_by_a_power_of_two_gives_identical_depths():
+    """docs/accuracy.md: identical depths for a power-of-two rescaling of a feature; another
+    factor moves at most a few depths in 100,000 by one row in one direction."""
+    text = " ".join((Path(__file__).resolve().parents[1] / "docs/accuracy.md").read_text().split())
+    assert "Rescaling by a power of two gives identical depths" in text
+    rng = np.random.default_rng(6)
+    x = rng.normal(size=(4000, 5))
+    m, n = 100, x.shape[0]
+    d0 = daskdepth.AIIRW(n_directions=m, random_state=0).fit(x).score_samples(x)
+    for factor, identical in [(2.0 ** 7, True), (2.0 ** -9, True), (3.7, False), (1e-3, False)]:
+        y = x.copy()
+        y[:, 1] *= factor
+        d1 = daskdepth.AIIRW(n_directions=m, random_state=0).fit(y).score_samples(y)
+        if identical:
+            np.testing.assert_array_equal(d0, d1)
+        else:
+            moved = d0 != d1
+            assert moved.mean() <= 1e-3
+            assert np.abs(d0 - d1).max() <= 1.0 / (n * m) + 1e-15

@@ -293,7 +293,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
             of the depths lie within two standard errors of the depth for
             infinitely many directions (less for points far outside the data, whose
             depths are near the lower bound 0 and whose per-direction depths are
-            skewed: there the symmetric interval covers noticeably less, see
+            skewed: there the symmetric interval covers noticeably less, and
+            :func:`daskdepth.depth_interval` gives a bounded, asymmetric one; see
             docs/accuracy.md).  It covers the direction sampling
             only, not the estimation of the covariance or location from the
             reference rows; the summary's approximation is bounded separately

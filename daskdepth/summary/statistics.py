@@ -19,6 +19,7 @@ Examples
 from __future__ import annotations
 
 import math
+from statistics import NormalDist
 from typing import Any
 
 import numpy as np
@@ -175,6 +176,81 @@ class MeanWithStd(Mean):
 
     def exact_in_any_order(self, m: int, n: int) -> bool:
         return sums_are_exact(m, n) and squares_are_exact(m, n)
+
+
+#: :func:`depth_interval` takes the effective number of directions as at most this
+#: many times ``m``.  Measured (600 Gaussian or Student-3 rows, d = 2 to 10, m = 200 to
+#: 500, 20 draws of the directions against 20,000; see docs/accuracy.md): coverage of
+#: the 95% interval 0.91 to 0.97 from the centre to depths near 0.002, where
+#: ``depth +- 1.96 std`` covers 0.67 to 0.83; a cap of 3 over-covers central points (up
+#: to 0.985), 6 under-covers far ones (0.85 to 0.88).
+EFFECTIVE_CAP = 4.0
+
+
+def depth_interval(depth: Any, std: Any, n_directions: int,
+                   level: float = 0.95) -> tuple[Any, Any]:
+    """An interval for the depth with infinitely many directions, valid near depth 0 too.
+
+    ``depth`` and ``std`` are what ``score_samples(X, return_std=True)`` returns
+    (the mean of ``m = n_directions`` per-direction depths ``c_j`` in
+    ``[0, 1/2]``, and its standard error ``s / sqrt(m)``).  ``depth +- z std`` is
+    symmetric, but a depth is bounded below by 0, and for points far outside
+    the data most ``c_j`` are 0 or tiny while a few are not: the interval then
+    misses the depth for infinitely many directions more often than ``level``
+    says (the rare large ``c_j`` are missing from both the mean and ``s``).
+
+    This interval is Wilson's score interval for the proportion ``p = 2 depth``
+    (``2 c_j`` lies in ``[0, 1]``) with the effective number of directions
+    ``m_eff = m p (1 - p) / (2 s)^2``, kept between ``m`` (a variable in
+    ``[0, 1]`` with mean ``p`` has variance at most ``p (1 - p)``) and
+    :data:`EFFECTIVE_CAP` ``m`` (its variance is taken as at least a quarter
+    of that: far out, the sample of ``m`` directions misses the rare large
+    ``c_j``, and ``s`` underestimates the spread), mapped back to depth units.
+    It lies within ``[0, 1/2]``, is close to ``depth +- z std`` for depths away
+    from 0, and near 0 it reaches further up than down, as the skewed ``c_j``
+    do; where every ``c_j`` is 0 (``std`` 0) it is ``[0, z^2 / (2 (m + z^2))]``
+    rather than a single point.
+
+    Element-wise arithmetic only: NumPy arrays, pandas Series, dask arrays and
+    DataArrays come back as such (NaN depths give NaN bounds).
+
+    Parameters
+    ----------
+    depth, std : array-like
+        From ``model.score_samples(X, return_std=True)``.
+    n_directions : int
+        The model's ``n_directions_``.
+    level : float, default=0.95
+        Two-sided confidence level, in (0, 1).
+
+    Returns
+    -------
+    low, high : same kind as ``depth``
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> low, high = depth_interval(np.array([0.25, 0.0]), np.array([0.005, 0.0]), 400)
+    >>> np.round(low, 4), np.round(high, 4)
+    (array([0.2378, 0.    ]), array([0.2622, 0.0048]))
+    """
+    if not (isinstance(n_directions, (int, np.integer)) and n_directions >= 1):
+        raise ValueError(f"n_directions must be a positive integer (the model's "
+                         f"n_directions_), got {n_directions!r}")
+    if not 0 < level < 1:
+        raise ValueError(f"level must be in (0, 1), e.g. 0.95; got {level!r}")
+    z = NormalDist().inv_cdf((1 + level) / 2)
+    m = float(n_directions)
+    tiny = np.finfo(np.float64).tiny
+    p = np.clip(2 * depth, 0.0, 1.0)
+    spread = p * (1 - p)
+    var1 = 4 * m * std * std  # variance of one direction's 2 c_j
+    n_eff = np.clip(m * np.maximum(spread, tiny) / np.maximum(var1, tiny), m,
+                    EFFECTIVE_CAP * m)
+    zz = z * z / n_eff
+    centre = (p + zz / 2) / (1 + zz)
+    half = z / (1 + zz) * np.sqrt(spread / n_eff + zz / (4 * n_eff))
+    return np.clip(centre - half, 0.0, 1.0) / 2, np.clip(centre + half, 0.0, 1.0) / 2
 
 
 #: The statistics of the estimators: the mean over directions (IRW, AI-IRW), the
