@@ -607,3 +607,27 @@ def test_all_zero_arrays_are_stored_in_full(tmp_path):
     model = daskdepth.IRW(n_directions=20, random_state=0).fit(X)
     loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
     np.testing.assert_array_equal(loaded.score_samples(X), model.score_samples(X))
+
+
+@pytest.mark.parametrize("cls", [daskdepth.IRW, daskdepth.Halfspace, daskdepth.Projection])
+def test_models_fitted_on_huge_scales_load(tmp_path, cls):
+    """On data of scale ~1e200 the covariance overflows (inf, nan): fit and save accepted
+    such a model, load refused it ("covariance_ not finite"); these depths do not whiten
+    with it (it only scales explanations), so it loads and scores the same bits."""
+    X = np.random.default_rng(0).normal(size=(300, 3)) * 1e200
+    with np.errstate(all="ignore"):
+        model = cls(n_directions=50, random_state=0).fit(X)
+    assert not np.isfinite(model.covariance_).all()  # what the test is about
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    _assert_same_state(model, loaded)
+    assert np.array_equal(loaded.score_samples(X), model.score_samples(X))
+
+
+def test_an_overflowed_covariance_must_still_be_one(tmp_path):
+    """Non-finite entries load only where overflow puts them (a negative variance does not)."""
+    X = np.random.default_rng(0).normal(size=(300, 3)) * 1e200
+    with np.errstate(all="ignore"):
+        saved = daskdepth.IRW(n_directions=50, random_state=0).fit(X).save(tmp_path / "m.zarr")
+    _set_array(saved, "state/covariance_", lambda c: np.where(np.eye(3) == 1, -np.inf, c))
+    with pytest.raises(ModelFormatError, match="variance that is negative or NaN"):
+        daskdepth.load(saved)

@@ -287,8 +287,8 @@ def _check_location(model: Any, location: np.ndarray, n: int) -> None:
     """
     if not isinstance(getattr(model, "covariance", "sample"), str):
         return
-    cov = _array(model, "covariance_", (location.size, location.size))
-    diag = np.diag(cov)
+    cov = _array(model, "covariance_", (location.size, location.size), finite=model._whitens())
+    diag = np.diag(cov)  # inf where the variance overflowed: any location is allowed then
     allowed = LOCATION_SLACK * math.sqrt(location.size) * np.sqrt(np.maximum(diag, 0.0) * n)
     bad = np.flatnonzero((diag > 0) & ~(np.spacing(np.abs(location)) <= allowed))
     if bad.size:
@@ -299,8 +299,19 @@ def _check_location(model: Any, location: np.ndarray, n: int) -> None:
 
 
 def _check_depth_attributes(model: Any, d: int) -> None:
-    """The attributes of the depths that fit a covariance (all but the half-space mass)."""
-    _array(model, "covariance_", (d, d))
+    """The attributes of the depths that fit a covariance (all but the half-space mass).
+
+    A depth that whitens needs a finite ``covariance_`` (its directions are
+    checked against it, :func:`_check_directions`).  One that does not (IRW,
+    the halfspace and projection depths) uses it only to scale explanations,
+    and ``fit`` keeps it as computed: on data of scale beyond about 1e154
+    its entries overflow to ``inf`` (and ``nan`` where ``inf - inf``) while the
+    depths stay right, so a model that fit and save accept loads too
+    (:func:`_check_overflowed_covariance`).
+    """
+    _array(model, "covariance_", (d, d), finite=model._whitens())
+    if not model._whitens():
+        _check_overflowed_covariance(model.covariance_)
     rank = _int(model, "covariance_rank_", 0, d)
     if getattr(model, "basis_", None) is not None:
         _array(model, "basis_", (d, rank))
@@ -311,6 +322,26 @@ def _check_depth_attributes(model: Any, d: int) -> None:
     if (train is None) != (train_token is None) or not (
             train_token is None or (isinstance(train_token, str) and len(train_token) <= 128)):
         raise ValueError("_train_depth and _train_token do not go together")
+
+
+def _check_overflowed_covariance(cov: np.ndarray) -> None:
+    """Refuse a covariance no data could give: asymmetric, or a variance below 0 or NaN.
+
+    Entries that overflowed are allowed: a variance of ``inf``, a covariance of
+    ``inf`` or ``nan`` (what float64 arithmetic gives on data of scale ~1e200).
+
+    Examples
+    --------
+    >>> _check_overflowed_covariance(np.array([[np.inf, np.nan], [np.nan, 1.0]]))
+    >>> _check_overflowed_covariance(np.array([[-1.0, 0.0], [0.0, 1.0]]))
+    Traceback (most recent call last):
+    ...
+    ValueError: covariance_ has a variance that is negative or NaN
+    """
+    if not np.array_equal(cov, cov.T, equal_nan=True):
+        raise ValueError("covariance_ is not symmetric")
+    if not (np.diag(cov) >= 0).all():
+        raise ValueError("covariance_ has a variance that is negative or NaN")
 
 
 def _check_mass_attributes(model: Any, summary: MassSummary) -> None:
