@@ -22,6 +22,7 @@ from .errors import (
     ModelFormatError,
     OutputError,
     ParameterError,
+    SummaryLostError,
     SummaryMemoryWarning,
     ToleranceWarning,
     ZeroCovarianceError,
@@ -50,7 +51,8 @@ _LAZY = {
 __all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "FitTooLargeError",
            "FrameWarning", "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
-           "Projection", "PyODAdapter", "SummaryMemoryWarning", "ToleranceWarning",
+           "Projection", "PyODAdapter", "SummaryLostError", "SummaryMemoryWarning",
+           "ToleranceWarning",
            "ZeroCovarianceError", "__version__", "depth_interval", "load", "outlier_auroc",
            "outliers", "score", "score_dataset"]
 

@@ -58,6 +58,17 @@ class ClusterSettingWarning(UserWarning):
     """A setting of the cluster's workers can stop a job for good (see the message for the fix)."""
 
 
+class SummaryLostError(RuntimeError):
+    """What a model or a fit kept in a Dask cluster's memory is gone.
+
+    A model fitted on a cluster keeps its summary on the workers: a
+    ``client.restart()``, or a closed client, drops it (a lost worker does
+    not: its part is computed again).  The message says how to keep a model
+    across a restart (``model.save`` before, :func:`daskdepth.load` after) or
+    to fit again.
+    """
+
+
 class FitTooLargeError(ValueError):
     """The fit's plan needs more memory than the workers or this machine have (refused up front)."""
 

@@ -21,6 +21,7 @@ from ..passes.scoring import score_array
 from ..runtime.client import keep_placement, phase
 from ..runtime.keys import key_name
 from ..runtime.progress import show_phases
+from ..runtime.shards import check_kept, fitting_on_cluster
 from ..storage.modelformat import save_model
 from ..summary.depth import DepthSummary
 from ..summary.statistics import MEAN, Statistic
@@ -117,7 +118,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         # on a cluster: every worker has the kernels before the passes plan their memory
         warm_workers(self, data.n_features)
         try:
-            self._fit_model(data)
+            with fitting_on_cluster():  # a restart meanwhile: said in the fit's terms
+                self._fit_model(data)
         except ZeroCovarianceError as exc:
             # Zero covariance from 64-bit integers: float64 may have rounded them together
             # (a uint64 id or a nanosecond timestamp): say so instead of "constant".
@@ -212,6 +214,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _check_input(self, X: Any, sample_dim: Any = None) -> Input:
         check_is_fitted(self, "summary_")
+        # a summary kept on a cluster that dropped it (client.restart(), a closed client)
+        check_kept(getattr(self.summary_, "blocks", ()))
         fitted = getattr(self, "feature_names_in_", None)
         data = as_input(X, what="X", min_samples=0, nan_policy=self.nan_policy, lengths=False,
                         check_names=lambda names: check_feature_names(fitted, names,
@@ -433,7 +437,7 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         for in-memory input, and that quantile over a bounded row sample of the
         (persisted) depths for dask input.
         """
-        with show_phases(self._progress_label(), self.verbose):
+        with show_phases(self._progress_label(), self.verbose), fitting_on_cluster():
             data = self._fit(X, sample_dim)
             depth = self._score(data)
             with phase("score"):
@@ -476,6 +480,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         >>> bool((daskdepth.load(path).score_samples(X) == model.score_samples(X)).all())
         True
         """
+        if "summary_" in self.__dict__:
+            check_kept(getattr(self.summary_, "blocks", ()))  # before any file is written
         return save_model(self, path, overwrite=overwrite)
 
     # ---------------------------------------------------------------- display

@@ -17,7 +17,8 @@ which the scheduler keeps and reruns for lost keys.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from concurrent.futures import CancelledError
 from typing import Any, NamedTuple
 
 import dask
@@ -27,6 +28,7 @@ from dask.core import flatten
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
+from ..errors import SummaryLostError
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
 from .client import active_client, sent_in_graph, worker_records
 from .keys import unique_key
@@ -51,15 +53,76 @@ class ClusterBlock(BlockHandle):
         self.copies: dict[str, Future] = {}
 
     def load(self) -> Any:
+        self.check()
+        return self.future.result()
+
+    def check(self) -> None:
+        """Raise :class:`~daskdepth.errors.SummaryLostError` if the cluster no longer has it.
+
+        Its client is closed, or the scheduler dropped it (``client.restart()``):
+        nothing can compute it again.  A block lost with its worker is not
+        refused: the scheduler computes it again.
+        """
         client = self.future.client
         if getattr(client, "status", "running") not in ("running", "connecting"):
-            raise RuntimeError(
+            raise SummaryLostError(
                 f"direction block {self.j0}..{self.j1 - 1} of this model's summary lives on a "
                 "cluster whose client is closed: a model fitted on a cluster keeps its summary "
                 "there. Save it (model.save) while the client is connected, then load it "
                 "anywhere, or refit"
             )
-        return self.future.result()
+        if self.future.status == "cancelled":
+            raise SummaryLostError(
+                f"this model was fitted on a Dask cluster, and its summary lived in the memory "
+                f"of the cluster's workers, which dropped it ({_cancel_reason(self.future)}, "
+                "as after client.restart()): the model can no longer score. To keep a model "
+                "across a restart, save it before (model.save(path)) and load it after "
+                "(daskdepth.load(path)); this one must be fitted again"
+            )
+
+
+def _cancel_reason(future: Future) -> str:
+    """Why distributed cancelled ``future`` (e.g. ``scheduler-restart``), in a few words."""
+    state = getattr(future, "_state", None)
+    reason = getattr(getattr(state, "exception", None), "reason", None)
+    return f"distributed cancelled it: {reason}" if reason else "distributed cancelled it"
+
+
+def check_kept(blocks: Sequence[Any]) -> None:
+    """Raise :class:`~daskdepth.errors.SummaryLostError` if a block kept on a cluster is gone."""
+    for block in blocks:
+        if isinstance(block, ClusterBlock):
+            block.check()
+
+
+#: Cancellations that a lost cluster state explains; the scheduler's going away is
+#: reported as distributed reports it (``scheduler-connection-lost``).
+_CONNECTION_LOST = "scheduler-connection-lost"
+
+
+@contextlib.contextmanager
+def fitting_on_cluster() -> Iterator[None]:
+    """Context of a fit: a cancelled future becomes a :class:`~daskdepth.errors.SummaryLostError`.
+
+    A fit keeps its intermediate results (the row sample, the pilot's blocks)
+    on the workers; a ``client.restart()`` meanwhile cancels them, and the fit
+    fails with distributed's bare ``FuturesCancelledError``.  Said here in the
+    fit's terms, with what to do.
+    """
+    try:
+        yield
+    except CancelledError as exc:
+        if active_client() is None or _CONNECTION_LOST in str(exc):
+            raise
+        reasons = sorted({g.reason for g in getattr(exc, "error_groups", ())}
+                         | ({exc.reason} if getattr(exc, "reason", None) else set()))
+        why = f" (distributed cancelled them: {', '.join(reasons)})" if reasons else ""
+        raise SummaryLostError(
+            "the fit's intermediate results, kept in the memory of the Dask cluster's workers, "
+            f"were dropped while it ran{why}, as client.restart() during a fit does: nothing of "
+            "this fit is left. Fit again once the cluster is up; to keep a fitted model across "
+            "a restart, save it (model.save(path)) and load it after (daskdepth.load(path))"
+        ) from exc
 
 
 def share(obj: Any, name: str) -> Any:
