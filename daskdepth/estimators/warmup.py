@@ -50,9 +50,12 @@ from ..errors import ClusterSettingWarning, user_stacklevel
 from ..fitting.offset import SAMPLE_SIZE
 from ..fitting.summaries import overfull_pilot
 from ..runtime.client import (
+    PROFILER_CHOICE,
     TASK_PROFILER,
     active_client,
+    owns_local_cluster,
     phase,
+    stop_task_profiler,
     unheard_phases,
     worker_records,
 )
@@ -163,9 +166,12 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
     apart'``: a new process compiled them into the cache; ``'compiled
     here'``: no cache, the worker ran the miniature; or why none of these
     happened), ``seconds`` and ``profiler_can_deadlock``.  Empty without a
-    distributed client.  A worker that leaves meanwhile is skipped.  Warns
+    distributed client.  A worker that leaves meanwhile is skipped.  Turns off
+    the task profiler where it can deadlock a worker of a local cluster this
+    process started, and warns
     (:class:`~daskdepth.errors.ClusterSettingWarning`, once per worker and
-    process) of workers whose task profiler can deadlock them.
+    process) of other workers whose task profiler can deadlock them
+    (:func:`_warn_of_profilers`).
     """
     client = active_client()
     if client is None:
@@ -197,7 +203,7 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
             future.release()
     if done:
         logger.debug("kernels ready on %d workers: %s", len(done), done)
-    _warn_of_profilers(done)
+    _warn_of_profilers(done, client)
     return done
 
 
@@ -205,10 +211,35 @@ def warm_workers(estimator: Any, n_features: int) -> dict[str, dict[str, Any]]:
 _warned: set[str] = set()
 _warned_lock = threading.Lock()
 
+#: The one-time fix of the workers' setting, as a dask config file says it (YAML).
+PROFILER_YAML = "distributed: {worker: {profile: {enabled: false}}}"
 
-def _warn_of_profilers(done: dict[str, dict[str, Any]]) -> None:
-    """Warn, once per worker, of those whose task profiler can stop them for good (3.11)."""
+
+def _warn_of_profilers(done: dict[str, dict[str, Any]], client: Any = None) -> None:
+    """Deal with workers whose task profiler can stop them for good (Python 3.11).
+
+    On a local cluster this process started (``Client()``), the profiler is
+    turned off on those workers (:func:`daskdepth.runtime.client.stop_task_profiler`),
+    without a word: nothing else runs on them, and the setting would have to
+    be made before the cluster started.  Unless the dask setting
+    :data:`daskdepth.runtime.client.PROFILER_CHOICE` is ``'keep'``.  Other
+    workers (a scheduler's address, a cluster started elsewhere) are not this
+    process's to configure: warned of, once per worker and process, with the
+    one-time fix where they start.
+    """
     at_risk = {addr for addr, r in done.items() if r.get("profiler_can_deadlock")}
+    if not at_risk:
+        return
+    if client is not None and owns_local_cluster(client) \
+            and dask.config.get(PROFILER_CHOICE, "auto") != "keep":
+        try:
+            stopped = client.run(stop_task_profiler, workers=sorted(at_risk))
+        except Exception as exc:  # noqa: BLE001 - a worker gone meanwhile: warned of below
+            logger.debug("could not turn off the task profiler: %r", exc)
+        else:
+            logger.info("turned off the task profiler of %d workers of this process's local "
+                        "cluster (it can deadlock a Python 3.11 worker)", len(stopped))
+            return
     with _warned_lock:
         new = sorted(at_risk - _warned)
         _warned.update(new)
@@ -219,6 +250,9 @@ def _warn_of_profilers(done: dict[str, dict[str, Any]]) -> None:
         f"{len(at_risk)} of {len(done)} workers ({', '.join(sorted(at_risk)[:3])}"
         f"{', ...' if len(at_risk) > 3 else ''}) run Python 3.11 with distributed's task "
         "profiler on, which can stop a worker for good, with no CPU and no error (CPython "
-        f"gh-106883): start the workers with {env}=False (or the dask setting "
-        f"{TASK_PROFILER!r} False), or run them on Python 3.12 or later",
+        "gh-106883). Turn it off once for good where the workers start: a dask config file "
+        f"they read (e.g. ~/.config/dask/distributed.yaml) with '{PROFILER_YAML}', or "
+        f"{env}=False in their environment; or run them on Python 3.12 or later. Warned once "
+        "per worker; to silence it: warnings.filterwarnings('ignore', "
+        "category=daskdepth.ClusterSettingWarning)",
         ClusterSettingWarning, stacklevel=user_stacklevel())

@@ -46,6 +46,39 @@ def profiler_can_deadlock(version: tuple[int, ...] | None = None) -> bool:
     return tuple(version or sys.version_info)[:2] == (3, 11)
 
 
+#: daskdepth's dask setting of what to do with the task profiler of a local cluster this
+#: process started, on a Python where it can deadlock: ``'auto'`` (the default) turns it off,
+#: ``'keep'`` leaves it on (and warns).  E.g. ``DASK_DASKDEPTH__TASK_PROFILER=keep``.
+PROFILER_CHOICE = "daskdepth.task-profiler"
+
+
+def owns_local_cluster(client: Any) -> bool:
+    """Whether ``client``'s cluster is a :class:`distributed.LocalCluster` of this process.
+
+    ``Client()`` starts one, as does ``Client(LocalCluster(...))``; a client
+    connected to a scheduler's address has none (its workers are not this
+    process's to configure).
+    """
+    from distributed import LocalCluster
+
+    return isinstance(getattr(client, "cluster", None), LocalCluster)
+
+
+def stop_task_profiler(dask_worker: Any = None) -> bool:
+    """Stop a worker's task profiler (``client.run``); whether it was running.
+
+    The profiler is a periodic callback of the worker (``'profile'``), which
+    samples every running thread's frame; removed, it is not started again
+    for the life of the worker (the dashboard's profile page stays empty).
+    """
+    callback = dask_worker.periodic_callbacks.pop("profile", None)
+    if callback is None:
+        return False
+    running = bool(callback.is_running())
+    callback.stop()
+    return running
+
+
 def active_client() -> Any | None:
     """The distributed Client that will run computations, if any."""
     if dask.config.get("scheduler", None) in LOCAL_SCHEDULERS:
