@@ -169,3 +169,101 @@ def test_read_regular_and_check_store_files(tmp_path):
         read_regular(tmp_path / "fifo", "a fifo")  # opened without blocking, nothing read
     with pytest.raises(UnsafeFileError, match="more than the 1 such"):
         read_regular(tmp_path / "a", "a", max_bytes=1)
+
+
+# ------------------------------------------------------------- every path a user can name
+# A model path given as a local:// URL skipped every check (fsspec then read a FIFO for ever
+# and /dev/zero until memory ran out), and an input array two levels down a group had its
+# zarr.json read unchecked.
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", list(KINDS))
+@pytest.mark.parametrize("where", ["zarr.json", "state/location_/zarr.json",
+                                   "state/location_/c/0"])
+def test_local_url_model_store_with_an_unreadable_file_is_refused(tmp_path, model, kind, where):
+    path = model.save(tmp_path / "m.zarr")
+    _replace(path / where, kind)
+    url = f"local://{path}"
+    with pytest.raises(ModelFormatError, match=f"the model store .*has a file '{where}' "
+                                               f"(that is|of) .*{KINDS[kind]}"):
+        daskdepth.load(url)
+    with pytest.raises(ModelFormatError, match="holds only folders and regular files"):
+        read_attributes(url)
+    if where == "zarr.json":
+        with pytest.raises(ModelFormatError, match="the store .*zarr.json"):
+            is_model(url)
+
+
+@pytest.mark.timeout(60)
+def test_local_url_model_scores_and_refuses_a_chunk_replaced_after_loading(tmp_path, model):
+    path = model.save(tmp_path / "m.zarr")
+    X = np.random.default_rng(1).normal(size=(5, 2))
+    loaded = daskdepth.load(f"local://{path}")
+    assert np.array_equal(loaded.score_samples(X), model.score_samples(X))
+    loaded = daskdepth.load(f"local://{path}")  # its blocks not read yet
+    (chunk,) = (path / "state/summary_/blocks/data/c").iterdir()
+    _replace(chunk, "fifo")
+    with pytest.raises(ModelFormatError, match="chunk file .* is a FIFO"):
+        loaded.score_samples(X)
+
+
+@pytest.mark.timeout(120)
+def test_cli_info_refuses_a_local_url_model_with_a_fifo(tmp_path, model):
+    path = model.save(tmp_path / "m.zarr")
+    _replace(path / "state/location_/zarr.json", "fifo")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "daskdepth", "info", f"local://{path}"],
+                          capture_output=True, text=True, timeout=100, env=env)
+    assert proc.returncode != 0 and "is a FIFO" in proc.stderr, proc.stderr
+
+
+def _nested_input(tmp_path: Path) -> Path:
+    """A store with the 2-D array ``a/b`` and its sibling ``a/c``."""
+    import zarr
+
+    path = tmp_path / "in.zarr"
+    group = zarr.open_group(str(path), mode="w")
+    inner = group.create_group("a")
+    inner.create_array("b", data=np.random.default_rng(0).normal(size=(50, 2)))
+    inner.create_array("c", data=np.zeros((50, 2)))
+    return path
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero", "huge"])
+@pytest.mark.parametrize("member", ["a/b", "a/c"])
+@pytest.mark.parametrize("url", [False, True])
+def test_input_array_down_a_group_with_an_unreadable_zarr_json_is_refused(tmp_path, kind,
+                                                                          member, url):
+    from daskdepth.io.inputs import open_input  # noqa: PLC0415 - what the CLI reads inputs with
+
+    path = _nested_input(tmp_path)
+    _replace(path / member / "zarr.json", kind)
+    text = f"local://{path}" if url else str(path)
+    with pytest.raises(InputError, match=f"has a {member}/zarr.json (that is|of) "
+                                         f".*{KINDS[kind]}"):
+        open_input(text, "a/b")
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "dev-zero"])
+def test_local_url_input_with_an_unreadable_zarr_json_is_refused(tmp_path, kind):
+    from daskdepth.io.inputs import open_input  # noqa: PLC0415 - what the CLI reads inputs with
+
+    path = _nested_input(tmp_path)
+    assert open_input(f"local://{path}", "a/b").shape == (50, 2)
+    _replace(path / "zarr.json", kind)
+    with pytest.raises(InputError, match="has a zarr.json that is a"):
+        open_input(f"local://{path}", "a/b")
+
+
+@pytest.mark.timeout(120)
+def test_cli_refuses_an_input_array_down_a_group_with_a_fifo(tmp_path):
+    path = _nested_input(tmp_path)
+    _replace(path / "a/b/zarr.json", "fifo")
+    env = {**os.environ, "PYTHONWARNINGS": "ignore"}
+    proc = subprocess.run([sys.executable, "-m", "daskdepth", "fit", str(path), "--array", "a/b",
+                           "--model", str(tmp_path / "m.zarr")], capture_output=True, text=True,
+                          timeout=100, env=env)
+    assert proc.returncode != 0 and "a/b/zarr.json that is a FIFO" in proc.stderr, proc.stderr

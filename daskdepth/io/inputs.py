@@ -19,7 +19,13 @@ import xarray as xr
 
 from ..errors import InputError, MissingInputError
 from ..runtime.memory import row_chunk
-from ..storage.paths import NotZarrError, open_dataset, open_node
+from ..storage.paths import (
+    NotZarrError,
+    UnsafeFileError,
+    check_member_path,
+    open_dataset,
+    open_node,
+)
 
 #: Default name of the sample dimension of inputs without dimension names.
 SAMPLE_DIM = "sample"
@@ -160,6 +166,10 @@ def _locate(node: Any, text: str, array: str | None) -> _Located:
                              f"--array (2-D arrays in it: {listing})")
         array = found[0]
     name = array.strip("/")
+    try:  # the metadata on the way (a/b: a's, its members', a/b's) before Zarr reads it
+        check_member_path(text, name)
+    except UnsafeFileError as exc:
+        raise InputError(f"input {text!r} {exc.reason}") from None
     try:
         arr = node[name]
     except KeyError:

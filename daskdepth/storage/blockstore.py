@@ -46,8 +46,7 @@ from .paths import (
     MAX_METADATA_BYTES,
     UnsafeFileError,
     check_regular,
-    is_url,
-    local_path,
+    local_target,
     open_node,
     quiet_zarr,
 )
@@ -219,9 +218,9 @@ class StoredBlock(BlockHandle):
         item = self.item
         try:
             node = open_node(_join(where, self.source.data), self.source.storage_options)
-            if not is_url(where):
-                _check_chunk_files(node, local_path(_join(where, self.source.data)),
-                                   item["offset"], item["nbytes"])
+            folder = local_target(_join(where, self.source.data))  # also local:// URLs
+            if folder is not None:
+                _check_chunk_files(node, folder, item["offset"], item["nbytes"])
         except UnsafeFileError as exc:
             raise unsafe_store(where, exc) from None
         except Exception as exc:

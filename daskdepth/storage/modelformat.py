@@ -25,9 +25,9 @@ daskdepth whose summaries have another layout (or live in another module), is
 refused with a clear message instead of scoring wrongly.
 
 Checksums only catch accidents and naive edits: anyone can recompute them.
-Reading therefore trusts nothing in a store.  Before Zarr opens a local store,
-every file in it must be a regular file of at most
-:data:`~daskdepth.storage.paths.MAX_METADATA_BYTES`
+Reading therefore trusts nothing in a store.  Before Zarr opens a local store
+(also one a ``file://`` or ``local://`` URL reaches), every file in it must be
+a regular file of at most :data:`~daskdepth.storage.paths.MAX_METADATA_BYTES`
 (:func:`~daskdepth.storage.paths.check_store_files`; a FIFO would block the read
 for ever, ``/dev/zero`` never end): a symbolic link is followed only to a
 regular file (git-annex and DVC keep files so; its content is checked against
@@ -85,6 +85,7 @@ from .paths import (
     check_store_files,
     is_url,
     local_path,
+    local_target,
     open_node,
     quiet_zarr,
 )
@@ -327,8 +328,8 @@ def _open_model(path: str | os.PathLike[str],
                 storage_options: dict[str, Any] | None) -> _Opened:
     """Open a model store and check its document: size, format, version, keys, checksum."""
     where = os.fspath(path)
-    if not is_url(where):
-        root = local_path(where)
+    root = local_target(where)  # also for a file:// or local:// URL (fsspec reads it locally)
+    if root is not None:
         if root.is_dir():  # every file, before Zarr opens any (a FIFO, /dev/zero, a huge file)
             try:
                 check_store_files(root, MAX_METADATA_BYTES)

@@ -289,18 +289,17 @@ def open_node(path: str | os.PathLike[str],
         Nothing is at ``path``.
     NotZarrError
         Something is there, but it is not a readable Zarr store;
-        :class:`UnsafeFileError` when the metadata of a local store or of
-        the members of its root group is not a regular file or too large
-        (checked before Zarr reads it: a FIFO would block for ever).
+        :class:`UnsafeFileError` when the metadata of a local store (also
+        one a ``file://`` or ``local://`` URL reaches) or of the members of
+        its root group is not a regular file or too large (checked before
+        Zarr reads it: a FIFO would block for ever); members further down
+        are checked by :func:`check_member_path`.
     """
     import zarr  # deferred: slow to import, and `import daskdepth` does not need it
 
     text = os.fspath(path)
-    if is_url(text):
-        store: Any = text
-        options = storage_options
-    else:
-        local = local_path(text)
+    local = local_target(text)
+    if local is not None:  # a local path, or a URL that reaches one (file://, local://)
         if not local.exists():
             raise FileNotFoundError(f"{text!r} does not exist")
         if not is_zarr_store(local):
@@ -308,6 +307,10 @@ def open_node(path: str | os.PathLike[str],
             raise NotZarrError(f"is {kind} but not a Zarr store (no zarr.json, .zgroup or "
                                ".zarray in it)")
         check_root_metadata(local)
+    if is_url(text):
+        store: Any = text
+        options = storage_options
+    else:
         store, options = str(local), None
     try:
         with quiet_zarr():
@@ -316,13 +319,64 @@ def open_node(path: str | os.PathLike[str],
         raise FileNotFoundError(f"{text!r} does not exist") from None
     except Exception as exc:  # zarr raises many kinds for unreadable stores
         raise NotZarrError("cannot be opened as a Zarr store") from exc
-    if not is_url(text) and isinstance(node, zarr.Group):
+    if local is not None and isinstance(node, zarr.Group):
         # its members' metadata too (listing them reads it): one level, a few stat calls
-        with os.scandir(store) as entries:
-            for entry in entries:
-                if entry.is_dir(follow_symlinks=False):
-                    check_root_metadata(Path(entry.path), entry.name)
+        check_members(local)
     return node
+
+
+def check_members(folder: Path, member: str = "") -> None:
+    """Refuse the metadata of the direct members of the local group ``folder`` (not read).
+
+    Listing a group's members reads each member's metadata: each must be a
+    regular file of at most :data:`MAX_METADATA_BYTES` (:func:`check_root_metadata`).
+    ``member``: where ``folder`` is in the store, for the messages.
+    """
+    with os.scandir(folder) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                check_root_metadata(Path(entry.path),
+                                    f"{member}/{entry.name}" if member else entry.name)
+
+
+def _is_group(folder: Path) -> bool:
+    """Whether the (checked) metadata of ``folder`` says it is a Zarr group."""
+    if (folder / ".zgroup").is_file():
+        return True
+    meta = read_json(folder / "zarr.json")
+    return isinstance(meta, dict) and meta.get("node_type") == "group"
+
+
+def check_member_path(path: str | os.PathLike[str], member: str | None) -> None:
+    """Refuse a local store whose metadata on the way to ``member`` is unsafe to read.
+
+    Opening ``a/b/c`` in a group reads the metadata of the root, ``a``,
+    ``a/b`` and ``a/b/c`` (and listing a group on the way reads its members'): each is
+    checked as the root's is (:func:`check_root_metadata`: a regular file of at
+    most :data:`MAX_METADATA_BYTES`, not a FIFO or a device) before Zarr or
+    xarray reads it.  Nothing is checked for remote stores.
+
+    Raises
+    ------
+    UnsafeFileError
+        Naming the first offending file, relative to the store.
+    """
+    root = local_target(path)
+    if root is None or not root.is_dir():
+        return
+    check_root_metadata(root)
+    if _is_group(root):
+        check_members(root)
+    folder, name = root, ""
+    for part in [p for p in str(member or "").strip("/").split("/") if p]:
+        if part in (".", ".."):
+            return  # not a member name: Zarr refuses it
+        folder, name = folder / part, f"{name}/{part}" if name else part
+        if not folder.is_dir():
+            return  # no such member: the caller says so
+        check_root_metadata(folder, name)
+        if _is_group(folder):
+            check_members(folder, name)
 
 
 def open_dataset(path: str | os.PathLike[str], group: str | None = None,
@@ -331,11 +385,11 @@ def open_dataset(path: str | os.PathLike[str], group: str | None = None,
 
     Consolidated metadata is used when the store has it.  Raises what
     :func:`xarray.open_zarr` raises for stores that are not xarray datasets,
-    and :class:`UnsafeFileError` for a local store whose root metadata is not
-    a regular file (:func:`check_root_metadata`).
+    and :class:`UnsafeFileError` for a local store (also one a ``file://`` or
+    ``local://`` URL reaches) whose metadata on the way to ``group`` is not a
+    regular file or too large (:func:`check_member_path`).
     """
-    if not is_url(path):
-        check_root_metadata(local_path(path))
+    check_member_path(path, group)
     with quiet_zarr():
         return xr.open_zarr(os.fspath(path), group=group, storage_options=storage_options,
                             consolidated=None)
