@@ -71,7 +71,7 @@ def test_well_conditioned_data_keep_the_fixed_threshold():
     rng = np.random.default_rng(3)
     x = rng.standard_exponential(size=(2000, 4))
     w = np.linalg.inv(np.linalg.cholesky(np.cov(x.T))).T
-    noise = frame_noise(frame_chunk(x, x.mean(axis=0), w, False, None), w)
+    noise = frame_noise(frame_chunk(x, x.mean(axis=0), w, False, None), w, x.mean(axis=0))
     assert noise.g2 < 1e-28 and noise.s2a < 1e-28
     s = np.diag([1.3, 1.1, 0.9, 0.7])
     g = np.array([0.2, -0.1, 3e-9, 1e-3])

@@ -82,7 +82,10 @@ def invariant_basis(x: da.Array, fit: CovarianceFit, w0: np.ndarray, token: str)
                                  k=1)
             s, g = fourth_moment_scatter(moments)
             passes = 2
-    f, report = invariant_frame(s, g, frame_noise(moments, w))
+    noise = frame_noise(moments, w, fit.location)
+    if rows is None:  # no covariance refined from rows
+        noise = noise._replace(k2=0.0)
+    f, report = invariant_frame(s, g, noise)
     return Frame(np.ascontiguousarray(w @ f), report, passes)
 
 
