@@ -16,9 +16,13 @@ from threadpoolctl import threadpool_limits
 from ..kernels.fastmcd import (
     MAX_CSTEPS,
     REWEIGHT_QUANTILE,
+    ReweightPart,
     consistency_factor,
     fast_mcd_candidates,
+    reweight_chunk,
+    reweight_merge,
     reweight_threshold,
+    support_copies,
     thread_map,
 )
 from ..kernels.frame import Support, invariant_coordinates
@@ -26,6 +30,7 @@ from ..kernels.hashing import keyed_sample
 from ..kernels.moments import Moments, moments_of, support_moments
 from ..kernels.selection import (
     SelectPart,
+    chunk_distances,
     predict_bracket,
     refine_edges,
     resolve,
@@ -34,7 +39,7 @@ from ..kernels.selection import (
 )
 from ..kernels.whitening import (
     covariance_keeps_rank,
-    factor_subspace,
+    factor_whitening,
     principal_subspace,
     sample_covariance,
     whiten,
@@ -177,12 +182,26 @@ class MemoryEvaluator:
         return sup, rw
 
 
+def _select_z_chunk(x: np.ndarray, mean: np.ndarray, basis: np.ndarray, loc: np.ndarray,
+                    w: np.ndarray, bracket: tuple | None, edges: np.ndarray | None, cap: int,
+                    rw_thr: float | None) -> SelectPart:
+    """:func:`~daskdepth.kernels.selection.select_chunk` of the rows of a chunk mapped to
+    ``z = (x - mean) @ basis`` (rows with NaN or inf stay NaN, and are skipped)."""
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    z = np.full((x.shape[0], basis.shape[1]), np.nan)
+    z[finite] = (x[finite] - mean) @ basis
+    return select_chunk(z, loc, w, bracket, edges, cap, rw_thr)
+
+
 class DaskEvaluator:
     """Distances and exact support moments over all rows of a dask array, pass by pass.
 
     Works in the coordinates ``z = (x - mean) @ basis`` of the principal
-    subspace of the data (``x = mean + back @ z`` there); the passes run on
-    ``x`` with the parameters mapped back, and moments are mapped into ``z``.
+    subspace of the data: each chunk task maps its rows into them and selects
+    there, so that distances and moments have the conditioning of ``z`` (well
+    conditioned when ``basis`` whitens), not that of ``x``.  ``back`` maps
+    ``z`` back (``x = mean + back @ z``); the passes do not need it.
     """
 
     def __init__(self, x: da.Array, mean: np.ndarray, basis: np.ndarray, back: np.ndarray,
@@ -196,26 +215,19 @@ class DaskEvaluator:
         self.token = token
         self.passes = 0
         self.refines = 0
-        d = x.shape[1]
-        self.budget = max(COLLECT_MIN_ROWS, COLLECT_BYTES // (8 * (d + 1)))
+        self.budget = max(COLLECT_MIN_ROWS, COLLECT_BYTES // (8 * (basis.shape[1] + 1)))
         self.blocks, _ = row_blocks(x)
         self.rows = np.asarray(x.chunks[0], dtype=np.int64)
 
-    def _to_z(self, m: Moments | None) -> Moments | None:
-        if m is None:
-            return None
-        lo = m.mean_lo if m.mean_lo is not None else 0.0
-        return Moments(m.count, ((m.mean - self.mean) + lo) @ self.basis,
-                       self.basis.T @ m.scatter @ self.basis)
-
-    def _pass(self, loc_x: np.ndarray, w_x: np.ndarray, bracket: tuple | None,
+    def _pass(self, loc: np.ndarray, w: np.ndarray, bracket: tuple | None,
               edges: np.ndarray | None, caps: np.ndarray, rw_thr: float | None,
               verb: str, phase_name: str) -> SelectPart:
         k = self.passes
         name = key_name(verb, self.token)
         parts = [
-            delayed(select_chunk, pure=True)(b, loc_x, w_x, bracket, edges, int(c), rw_thr,
-                                               dask_key_name=(name, k, i))
+            delayed(_select_z_chunk, pure=True)(b, self.mean, self.basis, loc, w, bracket,
+                                                edges, int(c), rw_thr,
+                                                dask_key_name=(name, k, i))
             for i, (b, c) in enumerate(zip(self.blocks, caps, strict=True))
         ]
         out = tree_reduce(parts, select_merge, key_name("merge", self.token, verb, k))
@@ -226,24 +238,22 @@ class DaskEvaluator:
 
     def __call__(self, loc: np.ndarray, w: np.ndarray, h: int | None,
                  rw_thr: float | None) -> tuple[Moments | None, Moments | None]:
-        loc_x = self.mean + self.back @ loc
-        w_x = np.ascontiguousarray(self.basis @ w)
         if h is None:
-            part = self._pass(loc_x, w_x, None, None, np.zeros(len(self.blocks)), rw_thr,
+            part = self._pass(loc, w, None, None, np.zeros(len(self.blocks)), rw_thr,
                               "weigh", "reweight")
-            return None, self._to_z(part.reweight)
+            return None, part.reweight
         zc = (self.sample_z - loc) @ w
         sample_d2 = np.sort(np.einsum("ij,ij->i", zc, zc))
         bracket, edges = predict_bracket(sample_d2, h, self.n)
         caps = np.ceil(self.budget * self.rows / max(1, self.rows.sum())).astype(np.int64)
         rw = None
         for _ in range(MAX_REFINE):
-            part = self._pass(loc_x, w_x, bracket, edges, caps, rw_thr, "cstep", "cstep")
+            part = self._pass(loc, w, bracket, edges, caps, rw_thr, "cstep", "cstep")
             if rw_thr is not None:
                 rw, rw_thr = part.reweight, None
             res = resolve(part, h, bracket)
             if res.support is not None:
-                return self._to_z(res.support), self._to_z(rw)
+                return res.support, rw
             self.refines += 1
             bracket = res.bracket
             edges = refine_edges(bracket)
@@ -339,12 +349,23 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
         Rows of the in-memory sample (default :func:`mcd_sample_size`); when the
         data have no more finite rows than this, everything runs in memory.
     equivariant : bool, default=False
-        Work in the affine invariant coordinates of the in-memory sample
-        (:func:`daskdepth.kernels.frame.invariant_coordinates`) instead of the
-        input's: the deterministic median start and every rank decision of the
-        C-steps then see the same numbers for ``x`` and ``A x + b``, so the
-        estimate is affine equivariant up to rounding (AI-IRW's
-        ``frame='invariant'``).  The default keeps the input's coordinates.
+        Work in coordinates whitened by the rows' ``R`` factor (one more pass,
+        :func:`daskdepth.passes.moments.factor_pass`), rotated into the affine
+        invariant coordinates of the in-memory sample
+        (:func:`daskdepth.kernels.frame.invariant_coordinates`), instead of the
+        input's: the deterministic median start, every exact-fit and rank
+        decision and every determinant comparison of the C-steps then see the
+        same well-conditioned numbers for ``x`` and ``A x + b``, however
+        ill-conditioned ``A``, so the estimate is affine equivariant up to the
+        rounding of the data (AI-IRW's ``frame='invariant'``).  The default
+        keeps the input's coordinates where the covariance's rank test keeps
+        every direction (a feature constant over the support keeps exactly zero
+        variance there, as in scikit-learn's ``MinCovDet``).
+
+    Notes
+    -----
+    The reweighted location is the mean of the kept rows from compensated sums
+    in input coordinates: the same bits for any chunking of ``x``.
 
     Returns
     -------
@@ -353,11 +374,17 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     frac = check_support_fraction(support_fraction)
     d = mean.shape[0]
     cov = sample_covariance(n, scatter)
-    if covariance_keeps_rank(cov, mean):
+    var = np.diag(cov)
+    factored = equivariant and np.isfinite(cov).all() and bool((var > 0).any())
+    if factored:
+        # Whitened coordinates from the rows' R factor, whatever the conditioning:
+        # every threshold of the MCD (exact fit, rank, determinants) then sees
+        # numbers that do not depend on an affine map of the data.
+        subspace = _factor_coordinates(x, mean, token)
+    elif covariance_keeps_rank(cov, mean):
         subspace = principal_subspace(cov, mean)
     else:  # the covariance cannot tell tiny variance from none: the rows' R factor can
-        count, r = factor_pass(x, mean, token=token, k=0)
-        subspace = factor_subspace(r, 1.0 / max(count - 1.0, 1.0), mean)
+        subspace, factored = _factor_coordinates(x, mean, token), True
     if subspace is None:
         zero = np.zeros((d, d))
         return MCDResult(mean, zero, mean, zero, n, 1.0, 0.0, -np.inf)
@@ -368,7 +395,14 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     rw_thr = reweight_threshold(p, raw_factor)
     size = max(sample_size if sample_size is not None else mcd_sample_size(p),
                MCD_SAMPLE_PER_SUBSET_ROW * (p + 1))
-    z = (subsample(x, seed=seed ^ _STREAM, size=size, token=token) - mean) @ basis
+    rows = subsample(x, seed=seed ^ _STREAM, size=size, token=token)
+    z = (rows - mean) @ basis
+    if back is None:
+        # The map back from whitened coordinates, fitted to the sample: ``z`` is well
+        # conditioned, so each feature is recovered to the rounding of its own values
+        # (inverting ``basis`` would lose its condition number), from numbers that do
+        # not depend on the chunking (the sample, ``basis`` and the exact mean).
+        back = np.linalg.lstsq(z, rows - mean, rcond=None)[0].T
     if equivariant:
         t = invariant_coordinates(z)
         if t is not None:  # z @ t: the same coordinates for A x + b
@@ -379,31 +413,122 @@ def mcd(x: da.Array, n: int, mean: np.ndarray, scatter: np.ndarray, *, seed: int
     with threadpool_limits(limits=1, user_api="blas"), phase("mcd-fastmcd", tasks=False):
         best = _best_on_sample(z, h, n, rw_thr, np.random.default_rng([seed, _STREAM]))
     with threadpool_limits(limits=1, user_api="blas"):
-        passes = 1
+        passes = 1 + factored  # the sample's pass and the factor pass
         if not in_memory:
             ev = DaskEvaluator(x, mean, basis, back, z, n, token)
             best = concentrate(ev, h, best.loc, best.cov, rw_thr)
             passes += ev.passes
-    if h < n and not np.any(best.cov):
+    to_x = lambda c: back @ c @ back.T  # noqa: E731
+    raw_location = mean + back @ best.loc
+    raw_covariance = _sym(to_x(best.cov))
+    if h < n and _identical(raw_covariance, raw_location, cov):
         where = "" if p == d else f" in the {p}-dimensional subspace the data span"
         raise ValueError(
             f"covariance='mcd': the {h} most central of the {n} rows are all identical{where}, so "
-            "their covariance is zero; pass a larger support_fraction (more than the share "
-            "of repeated rows), or use covariance='sample' or 'ledoit-wolf'"
+            "their covariance is zero (an exact fit); pass a larger support_fraction (more "
+            "than the share of repeated rows), or use covariance='sample' or 'ledoit-wolf'"
         )
-    loc_z, cov_z = _reweighted(best, p, raw_factor)
-    to_x = lambda c: back @ c @ back.T  # noqa: E731
-    raw_location = mean + back @ best.loc
-    # The reweighting's rows, as DaskEvaluator measures them (raw location and
-    # whitening mapped to input coordinates).
     support = (Support(raw_location, np.ascontiguousarray(basis @ whiten(best.cov)[0]), rw_thr)
                if best.reweight is not None and best.reweight.count > p else None)
+    if support is None:  # pragma: no cover - fewer kept rows than dimensions: the raw estimate
+        location, covariance = raw_location, _sym(to_x(best.cov * raw_factor))
+    else:
+        # The reweighting's rows, as the fit's later passes select them (raw location
+        # and whitening in input coordinates): their mean from compensated sums in
+        # input coordinates (the same bits for any chunking, and no rounding of the
+        # map back), their covariance from their moments in the MCD's coordinates.
+        part = (reweight_chunk(rows, support, mean, basis) if in_memory
+                else _reweight_pass(x, support, mean, basis, token))
+        passes += not in_memory
+        location = (part.sums[0] + part.sums[1]) / part.count
+        cov_z = part.moments.scatter / part.count * consistency_factor(p, REWEIGHT_QUANTILE)
+        covariance = _sym(to_x(cov_z))
+        if not np.isfinite(whiten(cov_z)[1]):  # the kept rows are an exact fit
+            _refuse_point_mass(x, rows, support, part.count, n, p, d, in_memory, token)
     return MCDResult(
-        location=mean + back @ loc_z, covariance=_sym(to_x(cov_z)),
-        raw_location=raw_location, raw_covariance=_sym(to_x(best.cov)),
+        location=location, covariance=covariance,
+        raw_location=raw_location, raw_covariance=raw_covariance,
         n_support=h, raw_factor=raw_factor, raw_threshold=rw_thr, logdet=best.logdet,
         n_passes=passes, in_memory=in_memory, support=support,
     )
+
+
+def _factor_coordinates(x: da.Array, mean: np.ndarray, token: str) -> tuple[np.ndarray, None]:
+    """Whitened coordinates ``(basis, None)`` of the rows' principal subspace, from their
+    ``R`` factor (one pass; :func:`daskdepth.kernels.whitening.factor_whitening`): its
+    canonical rounding makes ``basis`` the same for any chunking.  The map back is
+    fitted to the row sample by the caller."""
+    count, r = factor_pass(x, mean, token=token, k=0)
+    return factor_whitening(r, 1.0 / max(count - 1.0, 1.0), mean)[0], None
+
+
+#: Rows whose covariance has every variance within ``(IDENTICAL_ULPS * eps)^2`` of
+#: their squared magnitude plus the data's variance count as identical: what the
+#: moments of repeated values keep of rounding.
+IDENTICAL_ULPS = 16
+
+
+def _identical(covariance: np.ndarray, location: np.ndarray, data_cov: np.ndarray) -> bool:
+    """Whether rows with this covariance and mean are all the same row (up to rounding)."""
+    tol = (IDENTICAL_ULPS * np.finfo(np.float64).eps) ** 2
+    scale = location * location + np.abs(np.diag(data_cov))
+    return bool(np.all(np.abs(np.diag(covariance)) <= tol * scale))
+
+
+def _refuse_point_mass(x: da.Array, rows: np.ndarray, support: Support, count: float,
+                       n: int, p: int, d: int, in_memory: bool, token: str) -> None:
+    """Raise when the kept rows are copies of one row and fewer than ``p`` others.
+
+    Their covariance then has rank below ``p`` because one value repeats, not
+    because the data lie on a hyperplane: the robust estimate saw a point mass
+    as the bulk of the data (a feature constant over the kept rows, or rows on a
+    hyperplane, are exact fits that the depth handles in their subspace).  The
+    repeated row is the most frequent kept row of the sample; its copies are
+    counted over all rows (one more pass when they are not in memory).
+    """
+    kept = rows[chunk_distances(rows, support.location, support.whitening) < support.threshold]
+    if not kept.shape[0]:  # pragma: no cover - the sample holds kept rows
+        return
+    values, counts = np.unique(kept, axis=0, return_counts=True)
+    row = values[int(np.argmax(counts))]
+    if in_memory:
+        copies = support_copies(rows, support, row)
+    else:
+        blocks, _ = row_blocks(x)
+        total = reduce_chunks(blocks, support_copies, _add,
+                              key=(key_name("weigh", token, "copies"),),
+                              merge_key=key_name("merge", token, "weigh", "copies"),
+                              args=(support, row))
+        with phase("reweight"):
+            (copies,) = dask.compute(total)
+    others = int(round(count - copies))
+    if others >= p:
+        return
+    where = "" if p == d else f" in the {p}-dimensional subspace the data span"
+    what = ("are all identical, so their covariance is zero" if not others else
+            f"are {copies:.0f} copies of one row and {others} other row{'s' * (others > 1)}, too "
+            f"few to span the "
+            f"{p} dimensions{where}, so their covariance is singular")
+    raise ValueError(
+        f"covariance='mcd': the {count:.0f} rows the robust estimate keeps (of {n}) {what} "
+        f"(an exact fit: {copies:.0f} rows repeat one value); pass a support_fraction well "
+        f"above the share of repeated rows, {copies / n:.3g} (e.g. {max(0.9, copies / n):.3g}: "
+        "the reweighting keeps the other rows only when they weigh enough in the raw "
+        "estimate), or use covariance='sample' or 'ledoit-wolf'"
+    )
+
+
+def _reweight_pass(x: da.Array, support: Support, mean: np.ndarray, basis: np.ndarray,
+                   token: str) -> ReweightPart:
+    """:func:`~daskdepth.kernels.fastmcd.reweight_chunk` over all rows: one pass."""
+    blocks, _ = row_blocks(x)
+    out = reduce_chunks(blocks, reweight_chunk, reweight_merge,
+                        key=(key_name("weigh", token, "rows"),),
+                        merge_key=key_name("merge", token, "weigh", "rows"),
+                        args=(support, mean, basis))
+    with phase("reweight"):
+        (res,) = dask.compute(out)
+    return res
 
 
 def _best_on_sample(z: np.ndarray, h: int, n: int, rw_thr: float,
@@ -428,15 +553,6 @@ def _best_on_sample(z: np.ndarray, h: int, n: int, rw_thr: float,
         if res.logdet < best.logdet:
             best = res
     return best
-
-
-def _reweighted(best: Concentrated, p: int, raw_factor: float) -> tuple[np.ndarray, np.ndarray]:
-    """Location and covariance of the rows kept by the reweighting, made consistent."""
-    rw = best.reweight
-    if rw is not None and rw.count > p:
-        return rw.mean, rw.scatter / rw.count * consistency_factor(p, REWEIGHT_QUANTILE)
-    # pragma: no cover - fewer kept rows than dimensions: keep the raw estimate
-    return best.loc, best.cov * raw_factor  # pragma: no cover
 
 
 def _sym(a: np.ndarray) -> np.ndarray:

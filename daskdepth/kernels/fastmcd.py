@@ -11,11 +11,14 @@ import os
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.stats import chi2
 
+from .frame import Support
+from .moments import Moments, add_dd, column_sums_dd, merge_weighted, moments_of
+from .selection import chunk_distances
 from .whitening import whiten, whiten_batch
 
 #: Largest number of C-step iterations, as in scikit-learn's ``MinCovDet``.
@@ -65,6 +68,67 @@ def reweight_threshold(p: int, raw_factor: float) -> float:
     scikit-learn keeps rows with ``raw_dist / raw_factor < chi2_p.isf(0.025)``.
     """
     return float(raw_factor * chi2(p).isf(1.0 - REWEIGHT_QUANTILE))
+
+
+class ReweightPart(NamedTuple):
+    """The rows of a support: count, compensated column sums ``(2, d)`` in input
+    coordinates, and moments in the MCD's coordinates (mergeable, :func:`reweight_merge`)."""
+
+    count: float
+    sums: np.ndarray
+    moments: Moments
+
+
+def reweight_chunk(x: np.ndarray, support: Support, mean: np.ndarray,
+                   basis: np.ndarray) -> ReweightPart:
+    """:class:`ReweightPart` of the finite rows of ``x`` in ``support``.
+
+    The support is the rows with ``||(x - location) whitening||^2 < threshold``
+    (the distances of :func:`daskdepth.kernels.selection.chunk_distances`, row by
+    row, so the same for any chunking).  The sums are double-doubles
+    (:func:`daskdepth.kernels.moments.column_sums_dd`), so that their rounded
+    quotient by the count, the support's mean, has the same bits however the
+    rows are chunked; the moments are those of ``(x - mean) @ basis``.
+
+    Examples
+    --------
+    >>> x = np.array([[0.0, 1.0], [2.0, 3.0], [50.0, 0.0], [np.nan, 0.0]])
+    >>> part = reweight_chunk(x, Support(np.zeros(2), np.eye(2), 20.0), np.zeros(2), np.eye(2))
+    >>> part.count, (part.sums[0] + part.sums[1]).tolist(), part.moments.mean.tolist()
+    (2.0, [2.0, 4.0], [1.0, 2.0])
+    """
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    keep = np.zeros(x.shape[0], dtype=bool)
+    keep[finite] = chunk_distances(x[finite], support.location, support.whitening) \
+        < support.threshold
+    z = (x[keep] - mean) @ basis
+    return ReweightPart(float(keep.sum()), column_sums_dd(x, keep), moments_of(z))
+
+
+def support_copies(x: np.ndarray, support: Support, row: np.ndarray) -> float:
+    """Rows of ``x`` in ``support`` (as :func:`reweight_chunk`) equal to ``row``.
+
+    Examples
+    --------
+    >>> x = np.array([[1.0, 2.0], [1.0, 2.0], [1.0, 3.0], [1.0, 2.0]])
+    >>> support_copies(x, Support(np.zeros(2), np.eye(2), 7.0), np.array([1.0, 2.0]))
+    3.0
+    """
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    xf = x[finite]
+    keep = chunk_distances(xf, support.location, support.whitening) < support.threshold
+    return float((keep & (xf == row).all(axis=1)).sum())
+
+
+def reweight_merge(*parts: ReweightPart) -> ReweightPart:
+    """Merge :class:`ReweightPart` records."""
+    out = parts[0]
+    for p in parts[1:]:
+        out = ReweightPart(out.count + p.count, add_dd(out.sums, p.sums),
+                           merge_weighted(out.moments, p.moments))
+    return out
 
 
 def thread_map(fn: Callable[[Any], Any], items: Sequence[Any]) -> list[Any]:
