@@ -3,6 +3,7 @@ the same location bits for NumPy and dask input, and exact fits named as such.""
 
 from __future__ import annotations
 
+import os
 import warnings
 
 import numpy as np
@@ -13,7 +14,7 @@ from scipy.stats import kendalltau, special_ortho_group
 import daskdepth
 from daskdepth.covariance import mcd as mcd_module
 
-HAS_BREASTW = __import__("os").path.exists(f"{ODDS}/breastw.npz")
+HAS_BREASTW = os.path.exists(f"{ODDS}/breastw.npz")
 
 
 def _conditioned(rng: np.random.Generator, d: int, cond: float) -> np.ndarray:
