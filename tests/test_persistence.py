@@ -631,3 +631,117 @@ def test_an_overflowed_covariance_must_still_be_one(tmp_path):
     _set_array(saved, "state/covariance_", lambda c: np.where(np.eye(3) == 1, -np.inf, c))
     with pytest.raises(ModelFormatError, match="variance that is negative or NaN"):
         daskdepth.load(saved)
+
+
+# --------------------------------------------------------------------------- sizes before reading
+# A model's arrays were read whole (and hashed through a copy) before their sizes were
+# compared with the model's own n, d and m, and its metadata files were read and parsed
+# at any size up to 64 MiB (an array's at each lazy block read).
+
+
+def test_array_longer_than_the_model_is_refused_before_reading(saved, monkeypatch):
+    """_sample_depth declared 1000x longer than n (metadata, manifest and checksum agreeing):
+    refused from the document's n, d, m before any chunk is read (there are none)."""
+    from daskdepth.storage.codec import Reader
+
+    long = np.zeros(600 * 1000)
+    group = zarr.open_group(str(saved), mode="r+")
+    group.create_array("state/sample_depth", shape=long.shape, dtype=long.dtype,
+                       chunks=(10**5,), overwrite=True)  # metadata only: no chunk written
+    _set_doc(saved, lambda d: d["arrays"]["state/sample_depth"].update(
+        shape=list(long.shape), sha256=hashlib.sha256(long.tobytes()).hexdigest()))
+    read = []
+    original = Reader.array
+    monkeypatch.setattr(Reader, "array", lambda self, path: (read.append(path),
+                                                            original(self, path))[1])
+    with pytest.raises(ModelFormatError, match=r"array 'state/sample_depth' declares shape "
+                                               r"\(600000,\), longer than a model of 600 rows"):
+        daskdepth.load(saved)
+    assert "state/sample_depth" not in read
+
+
+def test_arrays_are_hashed_in_pieces():
+    """The checksum made a whole copy (tobytes) of every array it hashed."""
+    import tracemalloc
+
+    from daskdepth.storage.codec import checksum
+
+    arr = np.arange(8 * 2**20, dtype=np.float64)  # 64 MiB
+    tracemalloc.start()
+    try:
+        digest = checksum(arr)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert digest == hashlib.sha256(arr.tobytes()).hexdigest()
+    assert checksum(arr.astype(">f8")) == digest
+    assert peak < arr.nbytes // 8, peak
+
+
+def _pad_json(path, size: int) -> None:
+    """Pad the JSON file ``path`` with whitespace to ``size`` bytes (still the same JSON)."""
+    text = path.read_text()
+    path.write_text(text[:-1] + " " * (size - len(text)) + text[-1])
+
+
+def test_padded_array_metadata_is_refused_before_it_is_read(saved):
+    """An array's zarr.json is not covered by the document's checksum; padded (here to
+    1 MiB of whitespace, same JSON) it was parsed at load and at each lazy block read."""
+    _pad_json(saved / "state/location_/zarr.json", 2**20)
+    with pytest.raises(ModelFormatError, match=r"has a file 'state/location_/zarr.json' of "
+                                               r"1,048,576 bytes, more than the 65,536"):
+        daskdepth.load(saved)
+
+
+def test_padded_block_data_metadata_is_refused_at_each_block_read(saved):
+    loaded = daskdepth.load(saved)  # its blocks are read when scoring needs them
+    _pad_json(saved / BLOCKS / "data" / "zarr.json", 2**20)
+    with pytest.raises(ModelFormatError, match=r"zarr.json of its block data of 1,048,576 "
+                                               r"bytes, more than the 65,536"):
+        loaded.score_samples(_data(20))
+
+
+@pytest.mark.parametrize("inside", [False, True])
+def test_padded_root_metadata_is_refused_before_it_is_parsed(saved, inside, monkeypatch):
+    """The root zarr.json padded beyond what a model of its m and d needs: refused by its
+    size (stat), whether the padding is whitespace (which the checksum does not see) or
+    inside the document (which it does, but only after parsing it all)."""
+    import json as json_module
+
+    meta = saved / "zarr.json"
+    if inside:
+        doc = json.loads(meta.read_text())
+        doc["attributes"][ATTR]["metadata"]["pad"] = "x" * 3 * 2**20
+        meta.write_text(json.dumps(doc))
+    else:
+        _pad_json(meta, 3 * 2**20)
+    parsed = []
+    loads = json_module.loads
+    monkeypatch.setattr(json_module, "loads", lambda s, *a, **k: (parsed.append(len(s)),
+                                                                 loads(s, *a, **k))[1])
+    with pytest.raises(ModelFormatError, match=r"has a file 'zarr.json' of 3,\d+,\d+ bytes, "
+                                               r"more than the"):
+        daskdepth.load(saved)
+    with pytest.raises(ModelFormatError, match=r"zarr.json' of 3,\d+,\d+ bytes"):
+        daskdepth.storage.modelformat.is_model(saved)
+    assert max(parsed, default=0) < 2**20  # the padded file was never parsed
+
+
+def test_save_refuses_metadata_a_model_cannot_keep(tmp_path):
+    model = daskdepth.IRW(n_directions=10, random_state=0).fit(_data(100))
+    with pytest.raises(ValueError, match="metadata takes .* bytes as JSON, more than the"):
+        save_model(model, tmp_path / "m.zarr", metadata={"notes": "x" * 2**21})
+    assert not (tmp_path / "m.zarr").exists()
+
+
+def test_long_feature_names_and_metadata_still_load(tmp_path):
+    """The caps leave room for what a model legitimately holds."""
+    import pandas as pd
+
+    names = [f"{'f' * 4000}{i}" for i in range(20)]
+    X = pd.DataFrame(np.random.default_rng(0).normal(size=(200, 20)), columns=names)
+    model = daskdepth.AIIRW(n_directions=10, random_state=0).fit(X)
+    path = save_model(model, tmp_path / "m.zarr", metadata={"notes": "x" * (2**20 - 20)})
+    loaded = daskdepth.load(path)
+    assert list(loaded.feature_names_in_) == names
+    assert np.array_equal(loaded.score_samples(X), model.score_samples(X))

@@ -31,6 +31,7 @@ from ..summary.blocks import BlockHandle, BlockMeta, is_block, is_handle
 from ..summary.depth import DepthSummary
 from .codec import (
     ARRAY_KINDS,
+    NODE_METADATA_BYTES,
     Reader,
     Writer,
     allowed_class,
@@ -217,8 +218,11 @@ class StoredBlock(BlockHandle):
         where = self.source.where
         item = self.item
         try:
-            node = open_node(_join(where, self.source.data), self.source.storage_options)
             folder = local_target(_join(where, self.source.data))  # also local:// URLs
+            if folder is not None:  # its metadata is parsed at each block read: capped
+                check_regular(folder / "zarr.json", "a zarr.json of its block data",
+                              NODE_METADATA_BYTES)
+            node = open_node(_join(where, self.source.data), self.source.storage_options)
             if folder is not None:
                 _check_chunk_files(node, folder, item["offset"], item["nbytes"])
         except UnsafeFileError as exc:

@@ -35,6 +35,8 @@ from .paths import UnsafeFileError, quiet_zarr
 
 #: Stored arrays are chunked along their first axis into chunks of about this many bytes.
 ARRAY_CHUNK_BYTES = 8 * 2**20
+#: Arrays are hashed in pieces of this many bytes (:func:`checksum`: no whole copy).
+CHECKSUM_PIECE_BYTES = 2**20
 #: The dataclasses a model may hold, by the ``module:qualname`` it stores them under.
 MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
                                   for c in (DepthSummary, BlockLeaves, BlockSorted,
@@ -43,6 +45,10 @@ MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
 ARRAY_KINDS = "biuf"
 #: Widest string a string field may declare (characters).
 MAX_STRING_CHARS = 4096
+#: Largest Zarr metadata file of a saved model below its root: an array's or a group's
+#: ``zarr.json`` (shape, dtype, chunks, codecs) takes about a kilobyte.  Checked with
+#: ``stat`` before it is read, when the model is read and before each lazy block read.
+NODE_METADATA_BYTES = 64 * 2**10
 
 
 # --------------------------------------------------------------------------- errors
@@ -137,11 +143,29 @@ def is_count(value: Any) -> bool:
 
 
 def checksum(arr: np.ndarray) -> str:
-    """SHA-256 of an array's values, little-endian and C-ordered."""
-    data = np.ascontiguousarray(arr)
-    if data.dtype.byteorder == ">":
-        data = data.astype(data.dtype.newbyteorder("<"))
-    return hashlib.sha256(data.tobytes()).hexdigest()
+    """SHA-256 of an array's values, little-endian and C-ordered.
+
+    Hashed in pieces of about :data:`CHECKSUM_PIECE_BYTES`: no copy of the
+    whole array is made (a big-endian or non-contiguous array is converted
+    one piece at a time).
+
+    Examples
+    --------
+    >>> import hashlib
+    >>> a = np.arange(5.0)
+    >>> checksum(a) == hashlib.sha256(a.tobytes()).hexdigest() == checksum(a.astype(">f8"))
+    True
+    """
+    arr = np.asarray(arr)
+    flat = arr.reshape(-1) if arr.flags.c_contiguous else arr.ravel(order="C")
+    digest = hashlib.sha256()
+    step = max(1, CHECKSUM_PIECE_BYTES // max(1, flat.itemsize))
+    for start in range(0, flat.size, step):
+        piece = np.ascontiguousarray(flat[start:start + step])
+        if piece.dtype.byteorder == ">":
+            piece = piece.astype(piece.dtype.newbyteorder("<"))
+        digest.update(piece.view(np.uint8))
+    return digest.hexdigest()
 
 
 def array_chunks(arr: np.ndarray) -> tuple[int, ...]:

@@ -34,8 +34,8 @@ regular file (git-annex and DVC keep files so; its content is checked against
 the checksums like any other), and a link to a folder, a device or nothing is
 refused; the chunk files a block reads later are checked again then.  The
 document's size, keys and value kinds are checked, arrays are compared with
-the manifest (dtype, shape, every chunk present, a cap on the total size)
-*before* they are read, only the summary classes of
+the manifest (dtype, shape, every chunk present, a cap on the total size,
+each axis against the model's own n, d and m) *before* they are read, only the summary classes of
 :data:`~daskdepth.storage.codec.MODEL_CLASSES` can be named, and string fields
 are decoded without trusting their declared width.  A block's byte range, and
 the dtype, shape and place of each of its arrays, are checked against the block
@@ -77,17 +77,28 @@ from .._version import __version__
 from ..errors import ModelFormatError
 from .atomic import SafeOutput
 from .blockstore import BlockReader, BlockSource, BlockWriter
-from .codec import ARRAY_KINDS, Writer, corrupted, malformed, unsafe_store
+from .codec import (
+    ARRAY_KINDS,
+    MAX_STRING_CHARS,
+    NODE_METADATA_BYTES,
+    Writer,
+    corrupted,
+    is_count,
+    malformed,
+    unsafe_store,
+)
 from .paths import (
     MAX_METADATA_BYTES,
     NotZarrError,
     UnsafeFileError,
+    check_regular,
     check_store_files,
     is_url,
     local_path,
     local_target,
     open_node,
     quiet_zarr,
+    read_regular,
 )
 from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 
@@ -117,6 +128,19 @@ DOCUMENT_KEYS = frozenset({"format", "format_version", "estimator", "params", "u
 #: Default cap on the memory a model's arrays may take once read; the environment
 #: variable ``DASKDEPTH_MAX_MODEL_BYTES`` or ``max_bytes`` sets another.
 MAX_MODEL_BYTES = 4 * 2**30
+#: What the root ``zarr.json`` (the model document) may take: a base for the parameters,
+#: versions, classes and the caller's metadata, plus a share per direction (the
+#: description of its block) and per feature (its name); checked with ``stat`` before
+#: anything parses it (:func:`root_metadata_bytes`).
+ROOT_BASE_BYTES = 2 * 2**20
+ROOT_DIRECTION_BYTES = 2 * 2**10
+ROOT_FEATURE_BYTES = 6 * MAX_STRING_CHARS + 64
+#: Largest ``metadata`` (as JSON) :func:`save_model` keeps with a model.
+MAX_USER_METADATA_BYTES = 2**20
+#: Where a model's directions are: their array's metadata says the model's ``m`` and ``d``.
+DIRECTIONS_ARRAY = "state/directions_"
+#: The training rows' depths (``_train_depth``): NaN rows too, with ``nan_policy="omit"``.
+TRAIN_DEPTH_ARRAY = "state/train_depth"
 
 
 # --------------------------------------------------------------------------- versions
@@ -247,6 +271,8 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
         be stored without pickle.
     sklearn.exceptions.NotFittedError
         ``model`` is not fitted.
+    ValueError
+        ``metadata`` takes more than :data:`MAX_USER_METADATA_BYTES` as JSON.
     OutputError
         ``path`` exists (without ``overwrite``) or is not safe to write.
 
@@ -264,6 +290,11 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
 
     _check_saveable(model)
     state = _fitted_state(model)
+    kept = json.dumps(metadata or {}, default=_json_default)
+    if len(kept) > MAX_USER_METADATA_BYTES:
+        raise ValueError(f"metadata takes {len(kept):,} bytes as JSON, more than the "
+                         f"{MAX_USER_METADATA_BYTES:,} a model keeps; keep large information "
+                         "in a file of its own and store its path in the metadata")
     with SafeOutput(path, overwrite=overwrite) as out, quiet_zarr():
         # mode "a": the directory exists and holds SafeOutput's owner file
         group = zarr.open_group(str(out.path), mode="a", zarr_format=3)
@@ -286,7 +317,7 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
             "arrays": writer.manifest,
             "versions": versions(),
             "created": utc_now(),
-            "metadata": json.loads(json.dumps(metadata or {}, default=_json_default)),
+            "metadata": json.loads(kept),
         }
         # also fails on NaN before the store is moved into place
         doc["checksum"] = document_checksum(doc)
@@ -315,6 +346,9 @@ def is_model(path: str | os.PathLike[str],
         The store's root metadata is a FIFO, a device or too large (not read).
     """
     try:
+        root = local_target(path)
+        if root is not None and (root / DIRECTIONS_ARRAY).is_dir():  # a model's root: capped
+            check_regular(root / "zarr.json", "a file 'zarr.json'", root_metadata_bytes(root))
         node = open_node(path, storage_options)
     except UnsafeFileError as exc:  # not read: a FIFO would block, /dev/zero never end
         raise ModelFormatError(f"the store {os.fspath(path)!r} {exc.reason}: restore it from a "
@@ -332,7 +366,8 @@ def _open_model(path: str | os.PathLike[str],
     if root is not None:
         if root.is_dir():  # every file, before Zarr opens any (a FIFO, /dev/zero, a huge file)
             try:
-                check_store_files(root, MAX_METADATA_BYTES)
+                check_store_files(root, MAX_METADATA_BYTES, metadata_bytes=NODE_METADATA_BYTES,
+                                  root_bytes=root_metadata_bytes(root))
             except UnsafeFileError as exc:
                 raise unsafe_store(where, exc) from None
             except OSError as exc:
@@ -380,6 +415,81 @@ def _open_model(path: str | os.PathLike[str],
                                "or truncated); save the model again or restore the store from "
                                "a copy")
     return _Opened(node, doc, where)
+
+
+def root_metadata_bytes(root: Path) -> int:
+    """What the root ``zarr.json`` of the model store ``root`` may take (bytes).
+
+    :data:`ROOT_BASE_BYTES`, plus :data:`ROOT_DIRECTION_BYTES` per direction and
+    :data:`ROOT_FEATURE_BYTES` per feature, the ``(m, d)`` its directions'
+    array declares (its own metadata, a small file read with a cap; the
+    declaration is compared with the document later); at most
+    :data:`~daskdepth.storage.paths.MAX_METADATA_BYTES`.  Only the base when
+    the directions' metadata cannot be read (the store is refused later).
+    """
+    try:
+        meta = json.loads(read_regular(root / DIRECTIONS_ARRAY / "zarr.json", "zarr.json",
+                                       NODE_METADATA_BYTES))
+        m, d = meta["shape"]
+    except (OSError, ValueError, KeyError, TypeError):  # UnsafeFileError is a ValueError
+        return ROOT_BASE_BYTES
+    if not (is_count(m) and is_count(d)):
+        return ROOT_BASE_BYTES
+    return min(MAX_METADATA_BYTES,
+               ROOT_BASE_BYTES + m * ROOT_DIRECTION_BYTES + d * ROOT_FEATURE_BYTES)
+
+
+def _block_data(node: Any, depth: int = 0) -> set[str]:
+    """Paths of the block data arrays a document's node refers to (read block by block)."""
+    found: set[str] = set()
+    if depth > 64:
+        return found
+    if isinstance(node, dict):
+        blocks = node.get("blocks")
+        if isinstance(blocks, dict) and isinstance(blocks.get("data"), str):
+            found.add(blocks["data"])
+        for value in node.values():
+            found |= _block_data(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            found |= _block_data(value, depth + 1)
+    return found
+
+
+def _check_declared_shapes(doc: dict[str, Any], where: str) -> None:
+    """Refuse arrays declared longer than the model's own ``n``, ``d`` and ``m`` allow.
+
+    Before any array is read: every array a model reads whole (all but the
+    block data, read block by block) is at most ``max(n, d, m)`` long along
+    each axis (``location_`` d, ``directions_`` m x d, ``_sample_depth`` at most
+    n, ``subsample_indices_`` m x at most n, ...), with ``n``
+    (``n_samples_fit_``), ``d`` (``n_features_in_``) and ``m``
+    (``n_directions_``) taken from the document.  One exception: with
+    ``nan_policy="omit"``, ``_train_depth`` holds a depth (NaN) for every
+    training row left out too, whose number the document does not say; it
+    is bounded by the cap on all arrays (:func:`_check_manifest`) only.
+    """
+    state = doc["state"]
+    sizes = []
+    for key in ("n_samples_fit_", "n_features_in_", "n_directions_"):
+        value = state.get(key) if isinstance(state, dict) else None
+        if not (is_count(value) and value >= 1):
+            raise corrupted(where, f"{key} is {value!r}, not a positive integer")
+        sizes.append(value)
+    n, d, m = sizes
+    longest = max(n, d, m)
+    lazy = _block_data(state)
+    params = doc["params"]
+    if isinstance(params, dict) and params.get("nan_policy") == "omit":
+        # one depth per training row, those left out (NaN) included: their number is not
+        # in the document (bounded by the cap on the arrays' total size only)
+        lazy.add(TRAIN_DEPTH_ARRAY)
+    for path, spec in doc["arrays"].items():
+        if path not in lazy and any(k > longest for k in spec["shape"]):
+            raise corrupted(where, f"array {path!r} declares shape {tuple(spec['shape'])}, "
+                                   f"longer than a model of {n} rows, {d} features and {m} "
+                                   f"directions holds (at most {longest} along each axis); "
+                                   "save the model again or restore the store from a copy")
 
 
 def _max_bytes(max_bytes: int | None) -> int:
@@ -480,6 +590,7 @@ def read_model(path: str | os.PathLike[str],
         if not isinstance(name, str):
             raise TypeError(f"the estimator name is a {type(name).__name__}")
         _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
+        _check_declared_shapes(doc, where)
         store = where if is_url(where) else str(local_path(where))
         reader = BlockReader(opened.group, doc["arrays"], doc["classes"], where,
                          BlockSource(store, storage_options, "", doc["checksum"]),

@@ -136,8 +136,13 @@ def read_json(path: Path) -> Any:
         return None
 
 
-def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES) -> int:
+def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES, *,
+                      metadata_bytes: int | None = None, root_bytes: int | None = None) -> int:
     """Refuse a local store holding anything but folders and regular files of at most ``max_bytes``.
+
+    ``metadata_bytes``: a smaller cap on the Zarr metadata files
+    (:data:`ZARR_METADATA`) below the root, ``root_bytes`` on those of the
+    root (a saved model knows how large they may be).
 
     What a saved model may hold, checked (with ``lstat`` and ``stat``, nothing
     opened) before Zarr reads any of it: a FIFO would block the read for ever,
@@ -175,7 +180,11 @@ def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES) -> int:
                                               "and regular files")
                 else:
                     st = entry.stat(follow_symlinks=False)
-                _check_stat(st, name, max_bytes)
+                cap = max_bytes
+                if entry.name in ZARR_METADATA:
+                    own = root_bytes if folder == root else metadata_bytes
+                    cap = min(cap, own) if own is not None else cap
+                _check_stat(st, name, cap)
                 count += 1
     return count
 
