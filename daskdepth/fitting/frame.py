@@ -66,8 +66,8 @@ def invariant_basis(x: da.Array, fit: CovarianceFit, w0: np.ndarray, token: str)
         s, g = fourth_moment_scatter(moments)
         passes = 1
     else:
-        moments = frame_pass(x, fit.location, w0, rows=True, support=rows.support,
-                             token=token, k=0)
+        moments = first = frame_pass(x, fit.location, w0, rows=True, support=rows.support,
+                                     token=token, k=0)
         k = row_covariance(moments.rows, rows.factor, rows.ddof)
         if rows.ridge:
             k = k + rows.ridge * (w0.T @ w0)
@@ -85,6 +85,8 @@ def invariant_basis(x: da.Array, fit: CovarianceFit, w0: np.ndarray, token: str)
     noise = frame_noise(moments, w, fit.location)
     if rows is None:  # no covariance refined from rows
         noise = noise._replace(k2=0.0)
+    elif passes == 2:  # K came from the first pass's rows
+        noise = noise._replace(k2=frame_noise(first, w0, fit.location).k2)
     f, report = invariant_frame(s, g, noise)
     return Frame(np.ascontiguousarray(w @ f), report, passes)
 

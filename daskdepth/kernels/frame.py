@@ -53,8 +53,9 @@ SIGN_TOL = 2.0 ** -30
 #: two fits' estimates: nearly singular Gaussian rows (a feature the sum of two others
 #: plus 1e-9 noise, d = 12) differed by up to 6.9 times it, Student-4 rows by 2.1, with
 #: an offset of 1e3 (1e-7 noise, d = 8) by 0.95; breast cancer under a map of condition
-#: 1e8 by 0.2 (sample covariance) and 0.006 (MCD).  The margin weighs missing a near-tie
-#: against warning about a sign that is in fact decided.
+#: 1e8 by 0.2 (sample covariance) and 0.08 (MCD, whose smallest criterion, 1.4e-7, is
+#: within twice the largest change of the others and is reported).  The margin weighs
+#: missing a near-tie against warning about a sign that is in fact decided.
 NOISE_MARGIN = 4.0
 
 
@@ -78,7 +79,8 @@ class FrameMoments:
     the covariance is computed from (None when not asked for); the other
     fields are sums over all finite rows: ``n``, ``fourth = sum |z|^2 z z^T``,
     ``third = sum |z|^2 z`` and ``sixth = sum |z|^6``; ``noise`` holds
-    ``sum |z|^4 e^2``, ``sum |z|^6 e^2`` and ``sum |z|^2 e^2`` with ``e^2`` a row's rounding
+    ``sum |z|^4 e^2``, ``sum |z|^6 e^2`` and ``sum |z|^2 e^2`` (over the
+    covariance's rows when ``rows`` are asked for) with ``e^2`` a row's rounding
     variance in whitened units and ``squares`` the sums ``x_f^2 + location_f^2``
     per feature (:func:`frame_chunk`), from which :func:`frame_noise` estimates
     how much rounding perturbs ``third`` and ``fourth``.
@@ -113,13 +115,14 @@ def frame_chunk(x: np.ndarray, location: np.ndarray, w: np.ndarray, rows: bool,
     sq = xv * xv + location * location
     e2 = sq @ (np.einsum("ij,ij->i", w, w) * np.finfo(np.float64).eps ** 2)
     r2e2 = r2 * r2 * e2
-    noise = np.array([r2e2.sum(), r2e2 @ r2, r2 @ e2])
     moments = None
+    keep = None
     if rows:
-        keep = None
         if support is not None:
             keep = chunk_distances(xv, support.location, support.whitening) < support.threshold
         moments = moments_of(z, keep)
+    # the third sum over the covariance's rows (all finite rows unless a support is given)
+    noise = np.array([r2e2.sum(), r2e2 @ r2, r2 @ e2 if keep is None else r2[keep] @ e2[keep]])
     return FrameMoments(moments, float(xv.shape[0]), zr.T @ z, zr.sum(axis=0),
                         float(r2 @ (r2 * r2)), noise, sq.sum(axis=0))
 
@@ -244,7 +247,8 @@ def frame_noise(fm: FrameMoments, w: np.ndarray, location: np.ndarray) -> FrameN
         g2 = fm.noise[0] / (n * n * g_scale2) if g_scale2 > 0 else 0.0
         s2a = fm.noise[0] / (n * s_scale) ** 2 if s_scale > 0 else 0.0
         s2b = fm.noise[1] / (n * s_scale) ** 2 if s_scale > 0 else 0.0
-        k2 = fm.noise[2] / (n * n)
+        count = max(fm.rows.count, 1.0) if fm.rows is not None else n
+        k2 = fm.noise[2] / (count * count)
         # the location is rounded to about eps |location_f| (compensated sums): a shift
         # c of every row moves E[|z|^2 z] by E[2 z z' + |z|^2] c, about (r + 2) c
         shift2 = (location * location) @ np.einsum("ij,ij->i", w, w) * np.finfo(
@@ -311,11 +315,12 @@ def invariant_frame(s: np.ndarray, g: np.ndarray,
     the columns ``l`` outside ``k``'s tied group (``g`` moves, and ``e_k`` turns
     towards the other eigenvectors, the more the closer their eigenvalues),
     with the standard deviations ``dg_k = sqrt(g2 (p_k + 4 / r^2) + c2 p_k + sum_l
-    dk_kl^2 c_l^2 / 4)`` and ``ds_kl = sqrt(s2a (p_k + p_l) / r + 4 s2b / r^3 +
-    dk_kl^2 ((lambda_k + lambda_l) / 2)^2)``, ``dk_kl = sqrt(k2 (p_k + p_l) / r)``
-    the refining covariance's (``W = W0 K^-1/2`` turns ``g`` and ``s`` with
-    ``K``), ``p_k`` the rounding's share along ``e_k`` (rows taken as isotropic
-    in whitened coordinates).  A
+    dk_kl^2 c_l^2 / 4)`` and ``ds_kl = sqrt(s2a (p_k lambda_l + lambda_k p_l) / r +
+    4 s2b lambda_k lambda_l / r^3 + dk_kl^2 ((lambda_k + lambda_l) / 2)^2)``,
+    ``dk_kl = sqrt(k2 (p_k + p_l) / r)`` the refining covariance's (``W = W0
+    K^-1/2`` turns ``g`` and ``s`` with ``K``), ``p_k`` the rounding's share
+    along ``e_k``, and the rows' weight along ``e_k`` taken from its eigenvalue
+    (the rows are otherwise taken as isotropic in whitened coordinates).  A
     criterion within :data:`NOISE_MARGIN` times that (rounded up to a power of
     two, and at least :data:`SIGN_TOL`) still sets the sign when it is not 0,
     and the report lists the column.
@@ -364,7 +369,9 @@ def invariant_frame(s: np.ndarray, g: np.ndarray,
         pp = (p[:, None] + p[None, :]) / r
         dk2 = noise.k2 * pp
         dg = np.sqrt(noise.g2 * (p + 4.0 / r ** 2) + dk2 @ (crit * crit) / 4 + noise.c2 * p)
-        ds = np.sqrt(noise.s2a * pp + 4.0 * noise.s2b / r ** 3
+        lam = np.clip(vals, 0.0, None)  # E[|z|^2 z_k^2] in units of its mean over k
+        ds = np.sqrt(noise.s2a * (p[:, None] * lam[None, :] + lam[:, None] * p[None, :]) / r
+                     + 4.0 * noise.s2b * np.outer(lam, lam) / r ** 3
                      + dk2 * ((vals[:, None] + vals[None, :]) / 2) ** 2)
         turn = np.where(apart, ds * np.abs(crit)[None, :] / np.where(apart, gaps, 1.0), 0.0)
         tol = np.maximum(_power_of_two_above(NOISE_MARGIN * (dg + turn.sum(axis=1))), SIGN_TOL)
