@@ -914,7 +914,7 @@ def test_process_with_default_local_cluster(tmp_path):
     assert proc.returncode == 2 and proc.stdout == ""
     assert proc.stderr.strip().splitlines() == [
         f"daskdepth: error: output '{tmp_path / 'o.zarr'}' already exists; pass --overwrite "
-        "(or overwrite=True) to replace it"]
+        "to replace it"]
 
 
 def test_existing_scheduler(tmp_path):
