@@ -745,3 +745,33 @@ def test_long_feature_names_and_metadata_still_load(tmp_path):
     loaded = daskdepth.load(path)
     assert list(loaded.feature_names_in_) == names
     assert np.array_equal(loaded.score_samples(X), model.score_samples(X))
+
+
+def test_block_arrays_longer_than_the_model_are_refused_before_reading(tmp_path):
+    """A sorted block declaring its values over 4x the rows (its byte range grown to the
+    whole block data, checksum recomputed) was read whole before its checksum refused it."""
+    model = daskdepth.IRW(n_directions=200, tol=0, random_state=0).fit(_data(200))
+    saved = model.save(tmp_path / "m.zarr")
+    doc = read_attributes(saved)
+    size = doc["arrays"][f"{BLOCKS}/data"]["shape"][0]
+    first = _blocks_node(doc)["items"][0]
+    assert first["fields"]["values"]["shape"][1] == 200 and size >= 4 * first["nbytes"]
+
+    def widen(d):
+        item = _blocks_node(d)["items"][0]
+        mb = item["fields"]["values"]["shape"][0]
+        item["fields"]["values"]["shape"] = [mb, 800]
+        item["nbytes"] = mb * 800 * 8
+
+    _set_doc(saved, widen)
+    with pytest.raises(ModelFormatError, match=r"array 'values' declares shape \(\d+, 800\), "
+                                               r"more than \d+ directions of 200 rows"):
+        daskdepth.load(saved)
+
+
+def test_block_byte_range_beyond_its_arrays_is_refused(saved):
+    _set_doc(saved, lambda d: _blocks_node(d)["items"][0].update(
+        nbytes=_blocks_node(d)["items"][0]["nbytes"] + 8))
+    with pytest.raises(ModelFormatError, match=r"byte range \(\d+ bytes\) is not that of its "
+                                               r"arrays"):
+        daskdepth.load(saved)

@@ -27,8 +27,11 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from ..errors import ModelFormatError
+from ..kernels.routing import PAD
 from ..summary.blocks import BlockHandle, BlockMeta, is_block, is_handle
 from ..summary.depth import DepthSummary
+from ..summary.guide import GUIDE_MAX
+from ..summary.sorted import BlockSorted
 from .codec import (
     ARRAY_KINDS,
     NODE_METADATA_BYTES,
@@ -493,5 +496,23 @@ class BlockReader(Reader):
                 raise self.corrupt(f"a block's {name} is not a non-negative integer")
         if eager["j1"] <= eager["j0"]:
             raise self.corrupt("a block holds no direction")
+        mb = eager["j1"] - eager["j0"]
+        end = 0
+        for name, spec in fields.items():  # before anything of the block is read
+            if not isinstance(spec, dict):
+                continue
+            shape = spec["shape"]
+            end = max(end, spec["offset"] + np.dtype(spec["dtype"]).itemsize * math.prod(shape))
+            if cls is BlockSorted:
+                ok = name != "values" or shape == [mb, n]
+            else:  # leaf keys, tabulated scores, counts: at most n + PAD per direction,
+                #    the routing table at most GUIDE_MAX + 2 cells per direction
+                ok = math.prod(shape) <= mb * (max(n, GUIDE_MAX) + PAD + 2) * 2
+            if not ok:
+                raise self.corrupt(f"a block's array {name!r} declares shape {tuple(shape)}, "
+                                   f"more than {mb} directions of {n} rows hold")
+        if nbytes != end:  # the writer stores the arrays, nothing after them
+            raise self.corrupt(f"a block's byte range ({nbytes} bytes) is not that of its "
+                               f"arrays ({end} bytes)")
         return StoredBlock(self.source._replace(data=data), item, class_name(cls), eager, n,
                            index)
