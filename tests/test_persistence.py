@@ -775,3 +775,26 @@ def test_block_byte_range_beyond_its_arrays_is_refused(saved):
     with pytest.raises(ModelFormatError, match=r"byte range \(\d+ bytes\) is not that of its "
                                                r"arrays"):
         daskdepth.load(saved)
+
+
+def test_block_data_metadata_is_parsed_once_per_model(tmp_path, monkeypatch):
+    """Each lazy block read parsed the block data's zarr.json again (a padded one, 50x
+    slower scoring); it is parsed once while the store stays the same."""
+    model = daskdepth.IRW(n_directions=200, tol=0, random_state=0).fit(_data(200))
+    saved = model.save(tmp_path / "m.zarr")
+    assert len(_blocks_node(read_attributes(saved))["items"]) >= 4
+    loaded = daskdepth.load(saved)
+    parsed = []
+    loads = json.loads
+
+    def counting(text, *args, **kwargs):
+        value = loads(text, *args, **kwargs)
+        if isinstance(value, dict) and value.get("data_type") == "uint8":
+            parsed.append(len(text))
+        return value
+
+    monkeypatch.setattr(json, "loads", counting)
+    X = _data(30, seed=3)
+    assert np.array_equal(loaded.score_samples(X), model.score_samples(X))
+    assert np.array_equal(loaded.score_samples(X), model.score_samples(X))
+    assert len(parsed) <= 1, parsed

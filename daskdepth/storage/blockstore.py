@@ -20,6 +20,7 @@ import hashlib
 import json
 import math
 import os
+import threading
 from numbers import Integral
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -222,10 +223,11 @@ class StoredBlock(BlockHandle):
         item = self.item
         try:
             folder = local_target(_join(where, self.source.data))  # also local:// URLs
-            if folder is not None:  # its metadata is parsed at each block read: capped
+            if folder is not None:  # checked (capped) at each block read, parsed once
                 check_regular(folder / "zarr.json", "a zarr.json of its block data",
                               NODE_METADATA_BYTES)
-            node = open_node(_join(where, self.source.data), self.source.storage_options)
+            node = _data_node(_join(where, self.source.data), folder,
+                              self.source.storage_options)
             if folder is not None:
                 _check_chunk_files(node, folder, item["offset"], item["nbytes"])
         except UnsafeFileError as exc:
@@ -296,6 +298,35 @@ def _replaced(source: BlockSource) -> str:
         return ""
     return (f"the model store {where!r} was replaced since the model was loaded (by a new "
             "fit or save?): its blocks are not those of the loaded model; load it again")
+
+
+#: Block data arrays of local stores opened in this process, by the identity of their
+#: ``zarr.json`` (path, device, inode, size, modification time): a model reading its
+#: blocks one by one parses that metadata once, not at each block.
+_DATA_NODES: dict[tuple[Any, ...], Any] = {}
+_DATA_NODES_MAX = 32
+_DATA_NODES_LOCK = threading.Lock()
+
+
+def _data_node(address: str, folder: Path | None,
+               storage_options: dict[str, Any] | None) -> Any:
+    """The block data array at ``address``: opened once per version of a local store's metadata.
+
+    A store replaced since (another ``zarr.json``: new inode, size or time) is
+    opened again; remote stores are opened at each call.
+    """
+    if folder is None:
+        return open_node(address, storage_options)
+    st = os.stat(folder / "zarr.json")
+    key = (str(folder), st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+    with _DATA_NODES_LOCK:  # held while opening: blocks read at once open it once
+        node = _DATA_NODES.get(key)
+        if node is None:
+            node = open_node(address, storage_options)
+            while len(_DATA_NODES) >= _DATA_NODES_MAX:
+                del _DATA_NODES[next(iter(_DATA_NODES))]
+            _DATA_NODES[key] = node
+    return node
 
 
 def _check_chunk_files(node: Any, folder: Path, offset: int, nbytes: int) -> None:
