@@ -767,3 +767,27 @@ def test_mixed_type_column_names_are_refused_as_scikit_learn(x, columns):
     # all strings, or none: kept as names, or no names (as before)
     assert daskdepth.IRW(n_directions=5).fit(pd.DataFrame(x, columns=[0, 1, 2])).__dict__.get(
         "feature_names_in_") is None
+
+
+def test_reference_near_the_top_of_float64_keeps_a_finite_location():
+    """Column sums above 1.8e308 overflow: the location is the merged mean, not NaN.
+
+    Before, the compensated sums overflowed to inf - inf, ``location_`` was NaN and
+    every row scored 1.0, outside the depth's range [0, 1/2].
+    """
+    rng = np.random.default_rng(0)
+    x = 1e307 + rng.normal(size=(500, 3)) * 1e305
+    exact = np.mean(x / 1024, axis=0) * 1024
+    for data in (x, chunked(x, 100)):
+        model = daskdepth.IRW(random_state=0, n_directions=50).fit(data)
+        np.testing.assert_allclose(model.location_, exact, rtol=1e-14)
+        depth = np.asarray(model.score_samples(x[:50]))
+        assert np.all((depth >= 0) & (depth <= 0.5))
+
+
+def test_reference_whose_mean_overflows_is_refused():
+    """Rows spread over +-1.7e308 have no float64 mean: refused, naming the fix."""
+    rng = np.random.default_rng(0)
+    x = 1e308 * np.sign(rng.normal(size=(500, 3))) * rng.uniform(0.5, 1.7, size=(500, 3))
+    with pytest.raises(ValueError, match="mean of the reference data overflows.*rescale"):
+        daskdepth.IRW(random_state=0, n_directions=50).fit(x)

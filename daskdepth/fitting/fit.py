@@ -265,6 +265,14 @@ def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
             f"only {mom.n} finite rows remain out of {n_total}; a depth reference needs at "
             "least 2"
         )
+    # Rows spread over most of float64's range (e.g. +-1e308): their differences, so the
+    # mean and every centred projection, overflow; a NaN location would score every row
+    # as the deepest.
+    if not np.isfinite(mom.exact_mean).all():
+        big = f" (|x| up to {np.abs(mom.sample).max():.1e})" if mom.sample.size else ""
+        raise ValueError(
+            "the mean of the reference data overflows float64: the values are too large in "
+            f"scale{big}; rescale the features, e.g. divide them by a common factor")
 
 
 def _whitening(x: da.Array, cfit: CovarianceFit, mom: ChunkMoments, token: str,

@@ -51,8 +51,17 @@ class ChunkMoments(ArrayRecord):
 
     @property
     def exact_mean(self) -> np.ndarray:
-        """Mean from the compensated sums: the same bits however the rows are chunked."""
-        return (self.total[0] + self.total[1]) / max(self.n, 1)
+        """Mean from the compensated sums: the same bits however the rows are chunked.
+
+        Where a column's sum overflows float64 (values near 1e308), the merged
+        mean, which never sums the values, stands in for it (its last bits may
+        then depend on the chunking).
+        """
+        mean = (self.total[0] + self.total[1]) / max(self.n, 1)
+        over = ~np.isfinite(mean)
+        if over.any():
+            mean[over] = (self.mean + self.mean_lo)[over]
+        return mean
 
 
 def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkMoments:
