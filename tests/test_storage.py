@@ -82,7 +82,7 @@ def test_check_output_rules(tmp_path):
         check_output(src / "depth.zarr", inputs=[src])
     with pytest.raises(OutputError, match="contains the input"):
         check_output(tmp_path, inputs=[src], overwrite=True)
-    with pytest.raises(OutputError, match="already exists; pass --overwrite"):
+    with pytest.raises(OutputError, match="already exists; pass overwrite=True to replace it"):
         check_output(src)
     out = _output(tmp_path / "out.zarr", _data())
     assert check_output(out, overwrite=True) == out.resolve()

@@ -69,8 +69,8 @@ def error_lines(exc: BaseException) -> list[str]:
     --------
     >>> error_lines(ValueError("input has 2 rows with NaN; pass nan_policy='omit'"))
     ['daskdepth: error: input has 2 rows with NaN; pass --nan-policy omit']
-    >>> error_lines(OSError("output 'o.zarr' already exists; pass --overwrite (or "
-    ...                     "overwrite=True) to replace it"))
+    >>> error_lines(OSError("output 'o.zarr' already exists; pass overwrite=True to "
+    ...                     "replace it"))
     ["daskdepth: error: output 'o.zarr' already exists; pass --overwrite to replace it"]
     >>> error_lines(RuntimeError("boom"))
     ['daskdepth: error: RuntimeError: boom', '(run with --debug for the traceback)']
@@ -80,9 +80,8 @@ def error_lines(exc: BaseException) -> list[str]:
         return ["daskdepth: error: the connection to the Dask scheduler was lost during the "
                 "job (did the scheduler stop?); nothing was written"]
     text = text.replace("pass nan_policy='omit'", "pass --nan-policy omit")
-    # the storage layer speaks to both callers ("--overwrite (or overwrite=True)"): here, the flag
-    text = text.replace("--overwrite (or overwrite=True)", "--overwrite").replace(
-        "overwrite=True", "--overwrite")
+    # the storage layer speaks Python ("overwrite=True"): here, the flag
+    text = text.replace("overwrite=True", "--overwrite")
     if isinstance(exc, PLAIN_ERRORS):
         return [f"daskdepth: error: {text}"]
     return [f"daskdepth: error: {type(exc).__name__}: {text}",

@@ -360,7 +360,7 @@ class SafeOutput:
         if target.exists() or target.is_symlink():
             if not self.overwrite:
                 raise OutputError(f"output {str(target)!r} appeared while the job ran; "
-                                  "pass --overwrite (or overwrite=True) to replace it")
+                                  "pass overwrite=True to replace it")
             reason = replace_refusal(target)
             if reason is not None:
                 raise OutputError(f"refusing to overwrite {str(target)!r}: {reason}")

@@ -67,8 +67,8 @@ def check_output(out: str | os.PathLike[str], *, inputs: Sequence[str | os.PathL
         _check_apart(target, text, src)
     if target.exists() or target.is_symlink():
         if not overwrite:
-            raise OutputError(f"output {text!r} already exists; pass --overwrite (or "
-                              "overwrite=True) to replace it")
+            raise OutputError(f"output {text!r} already exists; pass overwrite=True "
+                              "to replace it")
         reason = replace_refusal(target)
         if reason is not None:
             raise OutputError(f"refusing to overwrite {text!r}: {reason}; remove it yourself "
