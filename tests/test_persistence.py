@@ -580,6 +580,7 @@ def test_crafted_sorted_values_are_refused(tmp_path, edit, message):
     """The exact (sorted projections) summary is validated as the leaf summary is."""
     model = daskdepth.AIIRW(n_directions=40, random_state=0).fit(_data())
     assert model.error_bound_ == 0  # the sorted-projections summary
+    model.summary_.rows = None  # saved as its blocks' bytes, not as its rows
     saved = model.save(tmp_path / "m.zarr")
     _set_block_field(saved, "values", edit)
     loaded = daskdepth.load(saved)
@@ -752,6 +753,7 @@ def test_block_arrays_longer_than_the_model_are_refused_before_reading(tmp_path)
     """A sorted block declaring its values over 4x the rows (its byte range grown to the
     whole block data, checksum recomputed) was read whole before its checksum refused it."""
     model = daskdepth.IRW(n_directions=200, tol=0, random_state=0).fit(_data(200))
+    model.summary_.rows = None  # saved as its blocks' bytes, not as its rows
     saved = model.save(tmp_path / "m.zarr")
     doc = read_attributes(saved)
     size = doc["arrays"][f"{BLOCKS}/data"]["shape"][0]
@@ -782,6 +784,7 @@ def test_block_data_metadata_is_parsed_once_per_model(tmp_path, monkeypatch):
     """Each lazy block read parsed the block data's zarr.json again (a padded one, 50x
     slower scoring); it is parsed once while the store stays the same."""
     model = daskdepth.IRW(n_directions=200, tol=0, random_state=0).fit(_data(200))
+    model.summary_.rows = None  # saved as its blocks' bytes, not as its rows
     saved = model.save(tmp_path / "m.zarr")
     assert len(_blocks_node(read_attributes(saved))["items"]) >= 4
     loaded = daskdepth.load(saved)

@@ -345,7 +345,13 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         columns = share(np.ascontiguousarray((sample - location).T), key_name("pick", token))
     if exact and sample.shape[0] == n:
         sorted_blocks, in_sample = exact_phase(columns, directions, ranges, n, token, keep=shard)
-        return DepthSummary(location, directions, sorted_blocks, n), FitInfo(0, in_sample)
+        # With fewer features than directions the rows are smaller than the sorted
+        # projections: kept (on the client, where ``sample`` is) for a saved model to
+        # store instead, its blocks rebuilt from them when read (the same bits).
+        rows = (np.ascontiguousarray(sample, dtype=np.float64)
+                if directions.shape[1] < directions.shape[0] else None)
+        return (DepthSummary(location, directions, sorted_blocks, n, rows=rows),
+                FitInfo(0, in_sample))
     if sample.shape[0] == n:
         blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True,
                              keep=shard)

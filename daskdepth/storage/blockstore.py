@@ -32,7 +32,7 @@ from ..kernels.routing import PAD
 from ..summary.blocks import BlockHandle, BlockMeta, is_block, is_handle
 from ..summary.depth import DepthSummary
 from ..summary.guide import GUIDE_MAX
-from ..summary.sorted import BlockSorted
+from ..summary.sorted import BlockSorted, rebuild_sorted
 from .codec import (
     ARRAY_KINDS,
     NODE_METADATA_BYTES,
@@ -65,6 +65,75 @@ SEGMENT_CHUNK_BYTES = 2**20
 SEGMENT_ALIGN = 8
 #: First format version whose blocks' checksums cover their :func:`block_binding`.
 BOUND_FROM_VERSION = 4
+#: First format version that may store a sorted summary's reference rows instead of
+#: its blocks (:func:`stores_rows`), the blocks rebuilt from them when read.
+REBUILD_FROM_VERSION = 5
+
+
+def stores_rows(summary: Any) -> bool:
+    """Whether a saved ``summary`` keeps its reference rows instead of its blocks' bytes.
+
+    A :class:`~daskdepth.summary.depth.DepthSummary` of sorted projections that
+    holds the ``n`` rows they were fitted on (``rows``, ``n x d``), with fewer
+    features than directions: the rows take ``8 d n`` bytes, the sorted
+    projections ``8 m n``.  Its blocks are rebuilt from the rows when the
+    model is read (:func:`~daskdepth.summary.sorted.rebuild_sorted`, the
+    same kernel as the fit: the same bits).  Blocks held elsewhere (on a
+    cluster's workers) are not read to save it.
+
+    Examples
+    --------
+    >>> rows = np.zeros((4, 1))
+    >>> block, _ = BlockSorted.fit(np.zeros((1, 4)), np.ones((2, 1)), 0, 2)
+    >>> stores_rows(DepthSummary(np.zeros(1), np.ones((2, 1)), [block], 4, rows=rows))
+    True
+    >>> stores_rows(DepthSummary(np.zeros(1), np.ones((2, 1)), [block], 4))
+    False
+    """
+    if not isinstance(summary, DepthSummary) or not isinstance(summary.rows, np.ndarray):
+        return False
+    m, d = summary.directions.shape
+    return (d < m and summary.rows.shape == (summary.n, d) and bool(summary.blocks)
+            and all(is_handle(b) or type(b) is BlockSorted for b in summary.blocks))
+
+
+def rebuilt_summaries(node: Any, depth: int = 0) -> list[dict[str, Any]]:
+    """The fields of every stored summary of a document's node whose blocks are rebuilt.
+
+    Each is the JSON ``fields`` of a summary whose ``blocks`` are
+    ``{"kind": "list", "rebuild": {"n": ..., "items": [[j0, j1], ...]}}`` and
+    whose ``rows`` refer to an array: what
+    :func:`daskdepth.storage.modelformat.read_model` checks against the
+    model's ``n`` and the summary's directions before reading any array.
+    """
+    found: list[dict[str, Any]] = []
+    if depth > 64:
+        return found
+    if isinstance(node, dict):
+        fields = node.get("fields") if node.get("kind") == "dataclass" else None
+        blocks = fields.get("blocks") if isinstance(fields, dict) else None
+        if isinstance(blocks, dict) and "rebuild" in blocks:
+            found.append(fields)
+        for value in node.values():
+            found += rebuilt_summaries(value, depth + 1)
+    elif isinstance(node, list):
+        for value in node:
+            found += rebuilt_summaries(value, depth + 1)
+    return found
+
+
+class _Rebuild(list):
+    """Where the blocks of a summary read from its rows go, until the summary is built.
+
+    Holds the row count and direction ranges the store names; the reader's
+    :meth:`BlockReader.built` checks them against the summary and rebuilds
+    the sorted blocks in their place.
+    """
+
+    def __init__(self, n: int, ranges: list[tuple[int, int]]) -> None:
+        super().__init__()
+        self.n = n
+        self.ranges = ranges
 
 
 def little_endian(arr: np.ndarray) -> np.ndarray:
@@ -363,6 +432,19 @@ class BlockWriter(Writer):
 
     def field(self, obj: Any, name: str, path: str) -> Any:
         value = getattr(obj, name)
+        if isinstance(obj, DepthSummary) and name in ("blocks", "rows"):
+            if stores_rows(obj):
+                if name == "rows":
+                    return self.value(value, path)
+                for block in value:  # a summary its cluster dropped is refused as before
+                    check = getattr(block, "check", None)
+                    if callable(check):
+                        check()
+                # the blocks' places only: rebuilt from the rows when read
+                return {"kind": "list", "rebuild": {
+                    "n": int(obj.n), "items": [[int(b.j0), int(b.j1)] for b in value]}}
+            if name == "rows":  # the blocks' bytes are stored, not the rows
+                return None
         if (name == "blocks" and isinstance(value, list) and value
                 and all(is_block(v) for v in value) and isinstance(getattr(obj, "n", None),
                                                                   Integral)):
@@ -436,8 +518,59 @@ class BlockReader(Reader):
 
     def built(self, obj: Any) -> Any:
         if isinstance(obj, DepthSummary):
+            if isinstance(obj.blocks, _Rebuild):
+                obj.blocks = self.rebuilt_blocks(obj, obj.blocks)
+            elif obj.rows is not None:
+                raise self.corrupt("its summary holds reference rows beside stored blocks")
             self.bind(obj)
         return obj
+
+    def rebuild(self, node: Any) -> list[Any]:
+        """The places of blocks to rebuild from the summary's rows (format version 5)."""
+        if self.version < REBUILD_FROM_VERSION:
+            raise self.corrupt(f"its summary's blocks are to be rebuilt from its rows, which "
+                               f"format version {self.version} does not do")
+        if not isinstance(node, dict) or set(node) != {"n", "items"}:
+            raise self.corrupt("its summary's blocks to rebuild are not described as a row "
+                               "count and items")
+        n, items = node["n"], node["items"]
+        if not (is_count(n) and n >= 1 and isinstance(items, list) and items):
+            raise self.corrupt("its summary's blocks to rebuild have no row count or no items")
+        ranges = []
+        start = 0
+        for item in items:
+            if not (isinstance(item, list) and len(item) == 2 and all(is_count(k) for k in item)
+                    and item[0] == start and item[1] > start):
+                raise self.corrupt("its summary's blocks to rebuild do not follow each other "
+                                   "over its directions")
+            ranges.append((item[0], item[1]))
+            start = item[1]
+        return _Rebuild(n, ranges)
+
+    def rebuilt_blocks(self, summary: DepthSummary, pending: _Rebuild) -> list[BlockSorted]:
+        """The sorted blocks of ``summary`` rebuilt from its rows, checked before the kernel runs.
+
+        Its row count, location, directions and rows are checked
+        (:meth:`~daskdepth.summary.depth.DepthSummary.validate_frame`: the rows
+        ``n x d`` finite float64), and the blocks' places against its
+        directions, before :func:`~daskdepth.summary.sorted.rebuild_sorted`
+        reads any of them.
+        """
+        if summary.rows is None:
+            raise self.corrupt("its summary's blocks are to be rebuilt from rows it does not "
+                               "hold")
+        if summary.n != pending.n:
+            raise self.corrupt(f"its summary's blocks to rebuild are for {pending.n} rows, the "
+                               f"summary's {summary.n!r}")
+        try:
+            summary.validate_frame()
+        except ValueError as exc:
+            raise self.corrupt(f"its summary is invalid: {exc}") from None
+        m, d = summary.directions.shape
+        if pending.ranges[-1][1] != m or d >= m:
+            raise self.corrupt(f"its summary's blocks to rebuild cover {pending.ranges[-1][1]} "
+                               f"directions of {m} (of {d} features)")
+        return rebuild_sorted(summary.rows, summary.location, summary.directions, pending.ranges)
 
     def bind(self, summary: DepthSummary) -> None:
         """Give each stored block of ``summary`` the :func:`block_binding` its checksum covers."""

@@ -28,8 +28,6 @@ import numpy as np
 from ..errors import ModelFormatError
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
-from ..summary.mass import MassSummary
-from ..summary.projection import ProjectionSummary
 from ..summary.sorted import BlockSorted
 from .paths import UnsafeFileError, quiet_zarr
 
@@ -37,10 +35,17 @@ from .paths import UnsafeFileError, quiet_zarr
 ARRAY_CHUNK_BYTES = 8 * 2**20
 #: Arrays are hashed in pieces of this many bytes (:func:`checksum`: no whole copy).
 CHECKSUM_PIECE_BYTES = 2**20
-#: The dataclasses a model may hold, by the ``module:qualname`` it stores them under.
+#: The dataclasses a model may hold, by the ``module:qualname`` it stores them under: filled
+#: by :func:`daskdepth.estimators.register` from each registered depth's ``summary_types``,
+#: and checked when a model is written too.  The direction blocks are here from the start:
+#: a worker reads a loaded model's blocks one by one without importing the estimators.
 MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
-                                  for c in (DepthSummary, BlockLeaves, BlockSorted,
-                                            MassSummary, ProjectionSummary)}
+                                  for c in (BlockLeaves, BlockSorted)}
+#: Fields added to a class of :data:`MODEL_CLASSES` since format version 4, with the
+#: value a store written before them gets (its class record lacks them).
+#: ``DepthSummary.rows`` (format 5): the reference rows its sorted blocks are rebuilt from.
+ADDED_FIELDS: dict[str, dict[str, Any]] = {f"{DepthSummary.__module__}:DepthSummary":
+                                           {"rows": None}}
 #: Array dtypes a model may hold (what the writer stores: booleans, integers, floats).
 ARRAY_KINDS = "biuf"
 #: Widest string a string field may declare (characters).
@@ -246,6 +251,10 @@ class Writer:
 
     def register(self, cls: type) -> str:
         name = class_name(cls)
+        if MODEL_CLASSES.get(name) is not cls:  # saved, it could not be loaded
+            allowed = ", ".join(c.__qualname__ for c in MODEL_CLASSES.values())
+            raise TypeError(f"a {cls.__qualname__} is not among the classes a model may hold "
+                            f"({allowed}): add it to its depth's summary_types")
         self.classes[name] = [f.name for f in dataclasses.fields(cls)]
         return name
 
@@ -389,11 +398,18 @@ class Reader:
             return self.strings(node)
         if kind == "dataclass":
             cls = self.check_class(node["class"])
-            return self.built(construct(cls, {k: self.value(v)
-                                              for k, v in node["fields"].items()}))
+            fields = node["fields"]
+            if not isinstance(fields, dict) or sorted(fields) != sorted(self.classes[
+                    node["class"]]):
+                raise self.corrupt(f"the fields of a {cls.__name__} are not those of its class")
+            values = dict(ADDED_FIELDS.get(node["class"], {}))
+            values.update({k: self.value(v) for k, v in fields.items()})
+            return self.built(construct(cls, values))
         if kind in ("list", "tuple"):
             if "blocks" in node:
                 items = self.blocks(node["blocks"])
+            elif "rebuild" in node:
+                items = self.rebuild(node["rebuild"])
             elif "table" in node:
                 items = self.table(node["table"])
             else:
@@ -411,11 +427,16 @@ class Reader:
         """A hook for a list stored as blocks (:mod:`~daskdepth.storage.blockstore` has them)."""
         raise self.corrupt("it holds direction blocks where none are expected")
 
+    def rebuild(self, node: Any) -> list[Any]:
+        """A hook for blocks rebuilt from stored rows (:mod:`~daskdepth.storage.blockstore`)."""
+        raise self.corrupt("it holds direction blocks to rebuild where none are expected")
+
     def check_class(self, name: str) -> type:
         cls = allowed_class(name)
         stored = self.classes.get(name)
         current = [f.name for f in dataclasses.fields(cls)]
-        if stored != current:
+        added = ADDED_FIELDS.get(name, {})
+        if stored != current and stored != [f for f in current if f not in added]:
             raise ModelFormatError(
                 f"the model's {name.partition(':')[2]} has fields {stored}, but this daskdepth's "
                 f"has {current}: it was saved by a daskdepth with another summary layout; load "

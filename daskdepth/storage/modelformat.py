@@ -3,7 +3,7 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 4,
+    {"format": "daskdepth-model", "format_version": 5,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
      "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
      "created": "...", "metadata": {...}}
@@ -14,7 +14,10 @@ JSON values written by the object codec (:mod:`daskdepth.storage.codec`): NumPy
 arrays are references ``{"kind": "array", "path": ...}`` to arrays of the
 group, daskdepth's dataclasses are stored field by field under their
 ``module:qualname``, and the direction blocks of a summary as byte ranges of
-one array, read block by block (:mod:`daskdepth.storage.blockstore`).
+one array, read block by block (:mod:`daskdepth.storage.blockstore`), or, for
+sorted projections on fewer features than directions, as the reference rows
+they were fitted on (``8 d n`` bytes instead of ``8 m n``), the blocks rebuilt
+from them by the fit's kernel when the model is read (the same bits).
 ``unstored_params`` names the parameters that could not be stored without
 pickle (saved as their defaults).  ``classes`` records the fields of every
 stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every array;
@@ -76,7 +79,7 @@ from sklearn.exceptions import NotFittedError
 from .._version import __version__
 from ..errors import ModelFormatError
 from .atomic import SafeOutput
-from .blockstore import BlockReader, BlockSource, BlockWriter
+from .blockstore import BlockReader, BlockSource, BlockWriter, rebuilt_summaries
 from .codec import (
     ARRAY_KINDS,
     MAX_STRING_CHARS,
@@ -109,7 +112,9 @@ from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 #: 4: each block's SHA-256 also covers its place (index, directions ``j0 .. j1``, row
 #: count), its direction rows and the summary's location
 #: (:func:`~daskdepth.storage.blockstore.block_binding`).
-FORMAT_VERSION = 4
+#: 5: a summary of sorted projections with fewer features than directions stores its
+#: reference rows instead of its blocks (:func:`~daskdepth.storage.blockstore.stores_rows`).
+FORMAT_VERSION = 5
 #: Oldest layout this daskdepth reads (3: blocks' checksums cover their bytes only).
 MIN_FORMAT_VERSION = 3
 #: Why this daskdepth no longer reads the older layouts.
@@ -492,6 +497,49 @@ def _check_declared_shapes(doc: dict[str, Any], where: str) -> None:
                                    "save the model again or restore the store from a copy")
 
 
+def _check_rebuilt(doc: dict[str, Any], where: str, max_bytes: int) -> None:
+    """Refuse reference rows of a shape other than the summary's ``n x d``, before reading.
+
+    A summary whose sorted blocks are rebuilt from its rows (format version 5)
+    must declare rows of exactly ``n`` (``n_samples_fit_``, also its blocks'
+    row count) by ``d`` (its directions' width), with more directions ``m``
+    than features; the ``8 m n`` bytes of the blocks rebuilt count against
+    the cap on a model's memory with the arrays (:func:`_check_manifest`).
+    """
+    manifest = doc["arrays"]
+    n = doc["state"]["n_samples_fit_"]
+    total = sum(np.dtype(spec["dtype"]).itemsize * math.prod(spec["shape"])
+                for spec in manifest.values())
+    for fields in rebuilt_summaries(doc["state"]):
+        paths = []
+        for name in ("rows", "directions"):
+            ref = fields.get(name)
+            path = ref.get("path") if isinstance(ref, dict) and ref.get("kind") == "array" \
+                else None
+            if path not in manifest:
+                raise corrupted(where, f"its summary's {name} to rebuild its blocks from are not "
+                                       "an array it lists; save the model again or restore the "
+                                       "store from a copy")
+            paths.append(path)
+        rows, directions = (manifest[p]["shape"] for p in paths)
+        rebuild = fields["blocks"]["rebuild"]
+        count = rebuild.get("n") if isinstance(rebuild, dict) else None
+        if len(directions) != 2 or count != n or rows != [n, directions[1]] \
+                or directions[1] >= directions[0]:
+            raise corrupted(where, f"array {paths[0]!r} declares shape {tuple(rows)}, not the "
+                                   f"{n} rows by the {directions[1:2] or '?'} features of its "
+                                   f"summary (of {directions[:1] or '?'} directions) that its "
+                                   "blocks are rebuilt from; save the model again or restore "
+                                   "the store from a copy")
+        total += 8 * directions[0] * n
+    if total > max_bytes:
+        raise ModelFormatError(
+            f"the model {where!r} declares {total / 2**30:.2f} GiB of arrays and sorted "
+            f"projections, more than the {max_bytes / 2**30:.2f} GiB a model may take; if you "
+            "trust it, set DASKDEPTH_MAX_MODEL_BYTES (or pass max_bytes) to a larger number of "
+            "bytes")
+
+
 def _max_bytes(max_bytes: int | None) -> int:
     """The cap on a model's arrays: ``max_bytes``, else the environment's, else the default."""
     if max_bytes is not None:
@@ -591,6 +639,7 @@ def read_model(path: str | os.PathLike[str],
             raise TypeError(f"the estimator name is a {type(name).__name__}")
         _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
         _check_declared_shapes(doc, where)
+        _check_rebuilt(doc, where, _max_bytes(max_bytes))
         store = where if is_url(where) else str(local_path(where))
         reader = BlockReader(opened.group, doc["arrays"], doc["classes"], where,
                          BlockSource(store, storage_options, "", doc["checksum"]),

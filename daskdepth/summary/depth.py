@@ -24,15 +24,25 @@ class DepthSummary:
     or a :class:`~daskdepth.summary.sorted.BlockSorted` (sorted projections, exact),
     or a :class:`~daskdepth.summary.blocks.BlockHandle` of one whose arrays live
     elsewhere (a worker's memory, a saved model's store), which scores alike.
+
+    ``rows`` is ``None``, or, for a summary of sorted projections fitted on
+    fewer features than directions (``d < m``), the ``n`` reference rows (n, d)
+    the blocks were fitted on (:func:`~daskdepth.summary.sorted.centred_columns`
+    of them and ``location``): a saved model stores them (``8 d n`` bytes)
+    instead of the sorted projections (``8 m n``) and rebuilds the blocks
+    from them when read (:func:`~daskdepth.summary.sorted.rebuild_sorted`,
+    the same bits).  Scoring never reads them.
     """
 
     location: np.ndarray
     directions: np.ndarray
     blocks: list[Any]
     n: int
+    rows: np.ndarray | None = None
 
     @property
     def nbytes(self) -> int:
+        """Bytes of what scoring reads: the directions and the blocks (not ``rows``)."""
         return self.directions.nbytes + sum(b.nbytes for b in self.blocks)
 
     def __sizeof__(self) -> int:
@@ -41,7 +51,8 @@ class DepthSummary:
         Without it dask counts a summary copied to the workers as a few dozen
         bytes: neither their memory managers nor the transfer logs see it.
         """
-        return (object.__sizeof__(self) + self.location.nbytes + self.directions.nbytes
+        rows = 0 if self.rows is None else self.rows.nbytes
+        return (object.__sizeof__(self) + self.location.nbytes + self.directions.nbytes + rows
                 + sum(sys.getsizeof(b) for b in self.blocks))
 
     def __repr__(self) -> str:
@@ -87,17 +98,8 @@ class DepthSummary:
         ValueError
             Naming the first field that is wrong.
         """
-        _check_int(self.n, "n", 1)
-        if not isinstance(self.location, np.ndarray) or self.location.ndim != 1:
-            raise ValueError("location is not a 1-D array")
-        d = self.location.shape[0]
-        _check_array(self.location, "location", (np.float64,), (max(d, 1),))
-        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
-            raise ValueError("directions is not a 2-D array")
+        self.validate_frame()
         m = self.directions.shape[0]
-        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), d))
-        if not (np.isfinite(self.location).all() and np.isfinite(self.directions).all()):
-            raise ValueError("location or directions hold values that are not finite")
         if not isinstance(self.blocks, list) or not self.blocks:
             raise ValueError("blocks is not a non-empty list")
         start = 0
@@ -109,6 +111,9 @@ class DepthSummary:
             if type(block) not in (BlockLeaves, BlockSorted):
                 raise ValueError(f"block {i} is a {type(block).__name__}, not a BlockLeaves "
                                  "or a BlockSorted")
+            if self.rows is not None and type(block) is not BlockSorted:
+                raise ValueError(f"block {i} is a {type(block).__name__}, but a summary "
+                                 "holding its reference rows holds sorted blocks only")
             if block.j0 != start:
                 raise ValueError(f"block {i} starts at direction {block.j0}, not {start}")
             try:
@@ -118,6 +123,37 @@ class DepthSummary:
             start = block.j1
         if start != m:
             raise ValueError(f"the blocks cover {start} directions, not {m}")
+
+    def validate_frame(self) -> None:
+        """:meth:`validate` less the blocks: ``n``, ``location``, ``directions`` and ``rows``.
+
+        Enough to rebuild sorted blocks from ``rows``
+        (:func:`~daskdepth.summary.sorted.rebuild_sorted`): ``rows``, when
+        present, a C-contiguous float64 array of ``n`` finite rows of the width
+        of ``location``.
+
+        Raises
+        ------
+        ValueError
+            Naming the first field that is wrong.
+        """
+        _check_int(self.n, "n", 1)
+        if not isinstance(self.location, np.ndarray) or self.location.ndim != 1:
+            raise ValueError("location is not a 1-D array")
+        d = self.location.shape[0]
+        _check_array(self.location, "location", (np.float64,), (max(d, 1),))
+        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
+            raise ValueError("directions is not a 2-D array")
+        m = self.directions.shape[0]
+        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), d))
+        if not (np.isfinite(self.location).all() and np.isfinite(self.directions).all()):
+            raise ValueError("location or directions hold values that are not finite")
+        if self.rows is not None:
+            if not isinstance(self.rows, np.ndarray) or self.rows.ndim != 2:
+                raise ValueError("rows is not a 2-D array")
+            _check_array(self.rows, "rows", (np.float64,), (self.n, max(d, 1)))
+            if not np.isfinite(self.rows).all():
+                raise ValueError("rows hold values that are not finite")
 
     def direction_errors(self) -> np.ndarray:
         """Certified bound of every direction's ``min(L, G) / n`` (its worst leaf)."""

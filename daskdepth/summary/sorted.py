@@ -138,3 +138,44 @@ class BlockSorted:
             raise ValueError("values hold NaN")
         if (np.diff(values, axis=1) < 0).any():
             raise ValueError("a direction's values are not sorted")
+
+
+def centred_columns(rows: np.ndarray, location: np.ndarray) -> np.ndarray:
+    """The columns ``(d, n)`` of ``rows`` (n, d) minus ``location`` (what the fit reads).
+
+    The one expression the fit uses (:func:`daskdepth.passes.moments._centred_columns`
+    and :func:`daskdepth.fitting.summaries.build_summary`), so that blocks rebuilt
+    from the same rows are the same bits.
+
+    Examples
+    --------
+    >>> centred_columns(np.array([[1.0, 2.0], [3.0, 4.0]]), np.array([1.0, 1.0])).tolist()
+    [[0.0, 2.0], [1.0, 3.0]]
+    """
+    return np.ascontiguousarray((rows - location).T)
+
+
+def rebuild_sorted(rows: np.ndarray, location: np.ndarray, directions: np.ndarray,
+                   ranges: list[tuple[int, int]]) -> list[BlockSorted]:
+    """The sorted blocks on the directions ``ranges`` of the reference ``rows`` (n, d).
+
+    What the exact fit built (:func:`daskdepth.fitting.summaries.exact_phase`),
+    by the same kernel from the same centred columns and direction rows, so
+    the same bits: a saved model whose rows take less room than the sorted
+    projections (``d < m``) stores the rows and rebuilds its blocks when read
+    (:mod:`daskdepth.storage.blockstore`).  The caller checks the shapes first
+    (:meth:`daskdepth.summary.depth.DepthSummary.validate_frame`).
+
+    Examples
+    --------
+    >>> rows = np.array([[0.0], [1.0], [1.0], [3.0]])
+    >>> fitted, _ = BlockSorted.fit(centred_columns(rows, np.zeros(1)), np.ones((1, 1)), 0, 1)
+    >>> [b.values.tolist() for b in rebuild_sorted(rows, np.zeros(1), np.ones((1, 1)), [(0, 1)])]
+    [[[0.0, 1.0, 1.0, 3.0]]]
+    >>> bool((rebuild_sorted(rows, np.zeros(1), np.ones((1, 1)), [(0, 1)])[0].values
+    ...       == fitted.values).all())
+    True
+    """
+    columns = centred_columns(rows, location)
+    return [BlockSorted.fit(columns, np.ascontiguousarray(directions[j0:j1]), j0, j1)[0]
+            for j0, j1 in ranges]
