@@ -11,6 +11,8 @@ binary search, with error bound 0.  It has the scoring interface of
 
 from __future__ import annotations
 
+import os
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -72,14 +74,17 @@ class BlockSorted:
         over the block's directions (its in-sample depth times ``n``, before the
         mean over directions): each projection is computed once and serves both.
         """
-        n = columns.shape[1]
-        proj = np.empty((v.shape[0], n))
-        project_columns(columns, np.ascontiguousarray(v), proj)
-        clamp_projections(proj)
+        proj = _projections(columns, v)
         values = np.sort(proj, axis=1)
-        in_sample = np.zeros(n)
+        in_sample = np.zeros(proj.shape[1])
         in_sample_counts(proj, values, in_sample)
         return cls(int(j0), int(j1), values), in_sample
+
+    @classmethod
+    def rebuild(cls, columns: np.ndarray, v: np.ndarray, j0: int, j1: int) -> BlockSorted:
+        """The block :meth:`fit` returns for the same arguments (the same bits), without the
+        in-sample counts."""
+        return cls(int(j0), int(j1), np.sort(_projections(columns, v), axis=1))
 
     def _score(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, mode: int,
                out: np.ndarray, out_sq: np.ndarray) -> None:
@@ -140,6 +145,14 @@ class BlockSorted:
             raise ValueError("a direction's values are not sorted")
 
 
+def _projections(columns: np.ndarray, v: np.ndarray) -> np.ndarray:
+    """The projections (clamped) of the rows whose columns are ``columns`` on the rows of ``v``."""
+    proj = np.empty((v.shape[0], columns.shape[1]))
+    project_columns(columns, np.ascontiguousarray(v), proj)
+    clamp_projections(proj)
+    return proj
+
+
 def centred_columns(rows: np.ndarray, location: np.ndarray) -> np.ndarray:
     """The columns ``(d, n)`` of ``rows`` (n, d) minus ``location`` (what the fit reads).
 
@@ -160,10 +173,12 @@ def rebuild_sorted(rows: np.ndarray, location: np.ndarray, directions: np.ndarra
     """The sorted blocks on the directions ``ranges`` of the reference ``rows`` (n, d).
 
     What the exact fit built (:func:`daskdepth.fitting.summaries.exact_phase`),
-    by the same kernel from the same centred columns and direction rows, so
-    the same bits: a saved model whose rows take less room than the sorted
-    projections (``d < m``) stores the rows and rebuilds its blocks when read
-    (:mod:`daskdepth.storage.blockstore`).  The caller checks the shapes first
+    by the same kernels from the same centred columns and direction rows
+    (:meth:`BlockSorted.rebuild`), so the same bits: a saved model whose rows
+    take less room than the sorted projections (``d < m``) stores the rows and
+    rebuilds its blocks when read (:mod:`daskdepth.storage.blockstore`); the
+    blocks are built on the cores at once.
+    The caller checks the shapes first
     (:meth:`daskdepth.summary.depth.DepthSummary.validate_frame`).
 
     Examples
@@ -177,5 +192,10 @@ def rebuild_sorted(rows: np.ndarray, location: np.ndarray, directions: np.ndarra
     True
     """
     columns = centred_columns(rows, location)
-    return [BlockSorted.fit(columns, np.ascontiguousarray(directions[j0:j1]), j0, j1)[0]
-            for j0, j1 in ranges]
+
+    def one(r: tuple[int, int]) -> BlockSorted:
+        return BlockSorted.rebuild(columns, np.ascontiguousarray(directions[r[0]:r[1]]), *r)
+
+    # The kernels release the GIL: blocks on the cores at once (each block's bits are its own).
+    with ThreadPoolExecutor(max_workers=max(1, min(len(ranges), os.cpu_count() or 1))) as pool:
+        return list(pool.map(one, ranges))
