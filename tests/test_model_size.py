@@ -215,10 +215,21 @@ def test_rebuilt_blocks_that_skip_directions_are_refused(small, no_rebuild):
         daskdepth.load(path)
 
 
-def test_rows_beside_stored_blocks_or_in_a_format_4_store_are_refused(small, no_rebuild):
+def test_blocks_to_rebuild_in_a_format_4_store_are_refused(small, no_rebuild):
     _, path = small
     _set_doc(path, lambda d: d.update(format_version=4))
     with pytest.raises(ModelFormatError, match="format version 4 does not do"):
+        daskdepth.load(path)
+
+
+def test_rows_beside_stored_blocks_are_refused(tmp_path):
+    x = _data(300, 12, seed=5)
+    model = daskdepth.IRW(n_directions=8, random_state=0).fit(x)  # d >= m: the blocks stored
+    path = model.save(tmp_path / "m.zarr")
+    _set_rows(path, np.ascontiguousarray(x))
+    _set_doc(path, lambda d: d["state"]["summary_"]["fields"].update(
+        rows={"kind": "array", "path": ROWS}))
+    with pytest.raises(ModelFormatError, match="reference rows beside stored blocks"):
         daskdepth.load(path)
 
 
