@@ -2,10 +2,17 @@
 
 from __future__ import annotations
 
+import dataclasses
+import importlib
+import sys
 from numbers import Integral
+from pathlib import Path
+from typing import Any
 
+import dask.array as da
 import numpy as np
 import pytest
+import zarr
 from conftest import gaussian_data
 from sklearn.utils._param_validation import Interval
 from test_sklearn_checks import checked_estimators
@@ -13,10 +20,22 @@ from test_sklearn_checks import checked_estimators
 import daskdepth
 from daskdepth.cli import build_parser
 from daskdepth.cli.parser import check_options, estimator_params
-from daskdepth.estimators import DEPTHS, ESTIMATORS, IRW, make_estimator, registered
-from daskdepth.estimators.params import DEFAULT_TOL
+from daskdepth.estimators import (
+    DEPTHS,
+    ESTIMATORS,
+    IRW,
+    DepthDetector,
+    make_estimator,
+    registered,
+)
+from daskdepth.estimators.base import Capabilities
+from daskdepth.estimators.params import CONSTRAINTS, DEFAULT_TOL
 from daskdepth.estimators.registry import takers
 from daskdepth.io.xarray import model_attrs
+from daskdepth.summary.depth import DepthSummary
+from daskdepth.summary.statistics import WHOLE
+
+DOCS_EXT = Path(__file__).resolve().parents[1] / "docs" / "_ext"
 
 
 class Coarse(IRW):
@@ -118,3 +137,199 @@ def test_the_command_line_passes_only_what_was_given():
                                       "--depth", "halfspace", "--affine-invariant"])
     assert estimator_params(args, None) == {"random_state": None, "tol": 0.0,
                                             "affine_invariant": True}
+
+
+# ------------------------------------------------------- a depth without directions
+
+
+@dataclasses.dataclass
+class ScaleSummary:
+    """The fitted state of :class:`Coordinatewise`: each feature's mean and spread."""
+
+    location: np.ndarray
+    scale: np.ndarray
+    n: int
+
+    def validate(self) -> None:
+        if not (np.isfinite(self.location).all() and (self.scale > 0).all()):
+            raise ValueError("location and scale must be finite, scale positive")
+
+
+def _coordinatewise(block: np.ndarray, location: np.ndarray, scale: np.ndarray,
+                    raise_nan: bool) -> np.ndarray:
+    finite = np.isfinite(block).all(axis=1)
+    if raise_nan and not finite.all():
+        raise ValueError("X holds rows with NaN or inf; pass nan_policy='omit'")
+    z = (np.where(finite[:, None], block, 0.0) - location) / scale
+    return np.where(finite, 1.0 / (1.0 + (z * z).sum(axis=1)), np.nan)
+
+
+class Coordinatewise(DepthDetector):
+    """An exact depth from each feature's mean and spread: no directions, tol or covariance.
+
+    ``1 / (1 + sum_f ((x_f - mean_f) / sd_f)^2)``: the Mahalanobis depth with a
+    diagonal scatter, nothing drawn at random.
+    """
+
+    depth_name = "coordinatewise"
+    display_name = "coordinatewise"
+    long_name = "coordinatewise Mahalanobis depth"
+    summary_type = ScaleSummary
+    summary_types = (ScaleSummary,)
+    capabilities = Capabilities(
+        directions=False, tol=False, covariance=False, explains=False, std=False)
+    _statistic = WHOLE
+    _parameter_constraints = {name: CONSTRAINTS[name]
+                              for name in ("contamination", "nan_policy", "verbose")}
+    _fitted_attributes = ("n_features_in_", "location_", "scale_", "n_samples_fit_",
+                          "error_bound_", "summary_", "_sample_depth", "offset_")
+    _optional_fitted_attributes = ("feature_names_in_",)
+
+    def __init__(self, contamination: float = 0.1, nan_policy: str = "raise",
+                 verbose: int = 0) -> None:
+        self.contamination = contamination
+        self.nan_policy = nan_policy
+        self.verbose = verbose
+
+    def _fit_model(self, data: Any) -> None:
+        x = data.array
+        finite = da.isfinite(x).all(axis=1)
+        rows = da.where(finite[:, None], x, 0.0)
+        n, total, squares = da.compute(finite.sum(), rows.sum(axis=0),
+                                       (rows * rows).sum(axis=0))
+        location = total / n
+        variance = np.maximum(squares / n - location**2, 0.0)
+        scale = np.where(variance > 0, np.sqrt(variance), 1.0)
+        self.location_, self.scale_, self.n_samples_fit_ = location, scale, int(n)
+        self.summary_ = ScaleSummary(location, scale, int(n))
+        self.error_bound_ = 0.0
+        self._sample_depth = np.asarray(self._score(data).compute())
+
+    def _score(self, data: Any, std: bool = False) -> Any:
+        return data.array.map_blocks(_coordinatewise, self.location_, self.scale_,
+                                     self.nan_policy == "raise", drop_axis=1,
+                                     dtype=np.float64)
+
+
+def _store(path: Path, x: np.ndarray) -> str:
+    zarr.create_array(str(path), data=x, chunks=(100, x.shape[1]))
+    return str(path)
+
+
+def _depth_rows() -> list[list[str]]:
+    """The rows of the docs' generated list of depths (docs/_ext/depthlist.py)."""
+    sys.path.insert(0, str(DOCS_EXT))
+    try:
+        return importlib.import_module("depthlist").depth_rows()
+    finally:
+        sys.path.remove(str(DOCS_EXT))
+
+
+def test_a_depth_without_directions_tol_or_covariance_works_or_is_refused_everywhere(
+        tmp_path):
+    from sklearn.utils.estimator_checks import check_estimator
+    from test_sklearn_checks import DESIGN
+
+    from daskdepth.cli.main import main
+    from daskdepth.storage.codec import MODEL_CLASSES, class_name
+
+    x = gaussian_data(400, 3, seed=2)
+    expected = 1.0 / (1.0 + (((x - x.mean(0)) / x.std(0)) ** 2).sum(axis=1))
+    with registered(Coordinatewise):
+        # the API: score(depth=...) works; what it lacks is refused, naming what to do
+        np.testing.assert_allclose(daskdepth.score(x, depth="coordinatewise"), expected,
+                                   rtol=1e-12)
+        with pytest.raises(daskdepth.ParameterError,
+                           match="n_directions=10 does not apply to depth='coordinatewise'"):
+            daskdepth.score(x, depth="coordinatewise", n_directions=10)
+        with pytest.raises(daskdepth.ParameterError, match="tol=0.001 does not apply"):
+            make_estimator("coordinatewise", tol=1e-3)
+        model = Coordinatewise().fit(x)
+        with pytest.raises(TypeError, match=r"return_std=True does not apply to Coordinatewise"
+                                            r".*standard errors exist for ai-irw, irw"):
+            model.score_samples(x, return_std=True)
+        # explain: refused clearly
+        with pytest.raises(TypeError, match="Coordinatewise has no per-direction depths to "
+                                            "explain: explanations exist for AIIRW, IRW, "
+                                            "Halfspace, Projection"):
+            model.explain(x[:2])
+        # displays, and the attributes of written depths
+        assert "coordinatewise" in model._repr_html_()
+        assert "n_directions" not in model_attrs(model)
+        # save: refused at save with what to do, before any file; its summary type is
+        # among the classes a model may hold while it is registered
+        assert MODEL_CLASSES[class_name(ScaleSummary)] is ScaleSummary
+        with pytest.raises(TypeError, match="cannot save a Coordinatewise: .* has no "
+                                            "directions"):
+            model.save(tmp_path / "model.zarr")
+        assert not list(tmp_path.iterdir())
+        # the command line: the depth and its options; what it lacks refused before any work
+        source, out = _store(tmp_path / "in.zarr", x), str(tmp_path / "out.zarr")
+        for option, words in ((["--std"], "--std does not apply to --depth coordinatewise"),
+                              (["--explain", "2"], "--explain does not apply to --depth "
+                                                   "coordinatewise"),
+                              (["--n-directions", "10"], "--n-directions 10 does not apply"),
+                              (["--tol", "0"], "--tol 0.0 does not apply"),
+                              (["--seed", "1"], "--seed does not apply")):
+            args = build_parser().parse_args(["score", source, "--out", out, "--depth",
+                                              "coordinatewise", *option])
+            with pytest.raises(ValueError, match=words):
+                check_options(args)
+        fit_args = build_parser().parse_args(["fit", source, "--model", out, "--depth",
+                                              "coordinatewise"])
+        with pytest.raises(ValueError, match="fit saves a model, and a --depth coordinatewise "
+                                             "model cannot be saved"):
+            check_options(fit_args)
+        assert main(["score", source, "--out", out, "--depth", "coordinatewise", "-q",
+                     "--scheduler", "synchronous"]) == 0
+        written = xr_depth(out)
+        np.testing.assert_allclose(written, expected, rtol=1e-12)
+        assert "coordinatewise" in build_parser().format_help()
+        # the docs' generated list of depths, with its capabilities
+        assert ["coordinatewise", "Coordinatewise", "coordinatewise Mahalanobis depth",
+                "no", "no", "no", "no", "no"] in _depth_rows()
+        # the scikit-learn checks, with the same deliberate departures
+        checked = [e for e in checked_estimators() if type(e) is Coordinatewise]
+        assert len(checked) == 1
+        check_estimator(checked[0], expected_failed_checks=dict(DESIGN))
+    # unregistered: gone from every list
+    assert "coordinatewise" not in DEPTHS and "Coordinatewise" not in ESTIMATORS
+    assert class_name(ScaleSummary) not in MODEL_CLASSES
+    assert class_name(DepthSummary) in MODEL_CLASSES
+    assert "coordinatewise" not in [row[0] for row in _depth_rows()]
+    assert "coordinatewise" not in build_parser().format_help()
+    assert Coordinatewise not in {type(e) for e in checked_estimators()}
+
+
+def xr_depth(path: str) -> np.ndarray:
+    import xarray as xr
+
+    with xr.open_zarr(path) as ds:
+        return ds["depth"].values
+
+
+def test_a_capability_is_declared_once_and_checked():
+    """A declaration that disagrees with the class is refused at registration."""
+    class Wrong(Coordinatewise):
+        depth_name = "wrong"
+        capabilities = Capabilities(directions=True, tol=False, covariance=False,
+                                    explains=False, std=False)
+
+    with pytest.raises(ValueError, match="Wrong declares capabilities.directions=True, but it "
+                                         "has no parameter 'n_directions'"):
+        daskdepth.estimators.register(Wrong)
+    assert "wrong" not in DEPTHS
+
+
+@pytest.mark.parametrize("depth", ["projection", "halfspace", "halfspace-mass"])
+def test_std_is_refused_before_any_work_for_depths_without_standard_errors(tmp_path, depth,
+                                                                         capsys):
+    from daskdepth.cli.main import main
+
+    # the input does not exist: a refusal of the options comes before any reading
+    code = main(["score", str(tmp_path / "missing.zarr"), "--out", str(tmp_path / "o.zarr"),
+                 "--depth", depth, "--std"])
+    assert code == 2
+    err = capsys.readouterr().err
+    assert f"--std does not apply to --depth {depth}" in err and "(ai-irw, irw)" in err
+    assert "Traceback" not in err and not list(tmp_path.iterdir())

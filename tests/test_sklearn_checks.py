@@ -25,8 +25,19 @@ def _expected_failed_checks(estimator):
 
 
 def checked_estimators() -> list:
-    """One estimator of every registered depth, small enough for the checks."""
-    return [cls(n_directions=50, random_state=0) for cls in DEPTHS.values()]
+    """One estimator of every registered depth, small enough for the checks.
+
+    Fifty directions for a depth that draws them (its class declares it:
+    ``capabilities.directions``) and a fixed seed for a random one; any other
+    depth as it comes.
+    """
+    out = []
+    for cls in DEPTHS.values():
+        params = {"n_directions": 50} if cls.capabilities.directions else {}
+        if "random_state" in cls._get_param_names():
+            params["random_state"] = 0
+        out.append(cls(**params))
+    return out
 
 
 @parametrize_with_checks(

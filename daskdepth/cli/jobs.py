@@ -26,6 +26,7 @@ import numpy as np
 
 from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
+from ..estimators.base import capable
 from ..estimators.inputs import samples_first
 from ..estimators.warmup import warm_workers
 from ..io.inputs import ZarrInput, open_input
@@ -236,7 +237,8 @@ def fit(runner: Runner, ui: UI, model: DepthDetector, source: ZarrInput) -> Fitt
         # The input's orientation is decided when it is opened (--sample-dim, or the API's rule)
         model.fit(source.data, sample_dim=source.sample_dim)
     done = Fitted(time.time() - start, passes_text(progress.counts))
-    ui.status(f"fitted in {done.seconds:.1f} s: {model.n_directions_} directions, certified "
+    directions = f"{model.n_directions_} directions, " if model.capabilities.directions else ""
+    ui.status(f"fitted in {done.seconds:.1f} s: {directions}certified "
               f"error bound {model.error_bound_:.3g}, {done.passes}")
     return done
 
@@ -354,6 +356,7 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     metadata = {"command_line": shlex.join(["daskdepth", *argv]),
                 "contamination_given": args.contamination is not None, "seed": seed}
     metadata.update(input_attrs(source))
+    model._check_loadable()  # what could not be loaded back is refused before any file
     target = save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
     flags = (f"; 'apply' flags outliers below its offset {model.offset_:.4g} (contamination "
              f"{model.contamination:g})" if args.contamination is not None else
@@ -395,6 +398,18 @@ def _apply_attrs(model: DepthDetector, source: ZarrInput, model_path: str,
     return attrs
 
 
+def check_model_options(model: DepthDetector, args: argparse.Namespace) -> None:
+    """Refuse --std or --explain for a loaded model whose depth lacks them, before any work."""
+    name = model.depth_name
+    if args.std and not model.capabilities.std:
+        raise ValueError(f"--std does not apply to this {name} model: standard errors exist for "
+                         f"the depths that are a mean over directions ({', '.join(capable('std'))})"
+                         "; leave --std out")
+    if args.explain is not None and not model.capabilities.explains:
+        raise ValueError(f"--explain does not apply to this {name} model: explanations exist "
+                         f"for {', '.join(capable('explains'))}; leave --explain out")
+
+
 def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth apply MODEL INPUT --out OUTPUT``."""
     inputs = [args.input, args.model]
@@ -404,6 +419,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     except FileNotFoundError as exc:  # a usage error, as a missing INPUT
         raise MissingInputError(str(exc)) from None
     model = load_model(args.model)
+    check_model_options(model, args)
     if args.nan_policy is not None:
         model.set_params(nan_policy=args.nan_policy)
     source = open_source(args.input, args.array, sample_dim=args.sample_dim,
@@ -453,7 +469,8 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
              "  parameters:     " + ", ".join(f"{k}={v!r}" for k, v in
                                                model.get_params().items()),
              f"  fitted on:      {model.n_samples_fit_:,} rows x {model.n_features_in_} features",
-             f"  directions:     {model.n_directions_}",
+             *([f"  directions:     {model.n_directions_}"]
+               if model.capabilities.directions else []),
              f"  error bound:    {model.error_bound_:.3g}"]
     if _apply_contamination(None, model, document) is not None:
         lines.append(f"  outlier flags:  'apply' writes them: depth below {model.offset_:.6g} "

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import re
+import textwrap
 from collections.abc import Callable
 from typing import Any
 
@@ -32,9 +33,9 @@ DEMO_PICTURE = "daskdepth-demo.png"
 
 USAGE = "daskdepth [-h] [--version] COMMAND ..."
 
+#: The main help's first lines; ``{depths}`` is the registered depths' list (:func:`depth_list`).
 DESCRIPTION = """\
-Distributed data depth over Zarr stores: AI-IRW, IRW, the random halfspace
-(Tukey) depth, the half-space mass and the projection depth (--depth).
+{depths}
 
 commands:
   score INPUT --out OUTPUT     fit on INPUT and write the depth of its rows
@@ -121,6 +122,22 @@ def check_scheduler_address(text: str, local: frozenset[str] | set[str] = frozen
         raise ValueError(problem)
 
 
+def depth_list(width: int = 72) -> str:
+    """The registered depths, as the main help names them, wrapped to ``width`` columns.
+
+    Examples
+    --------
+    >>> print(depth_list())  # doctest: +NORMALIZE_WHITESPACE
+    Distributed data depth over Zarr stores (--depth): ai-irw (AI-IRW depth),
+    irw (IRW depth), halfspace (random halfspace (Tukey) depth), halfspace-mass
+    (half-space mass), projection (projection depth).
+    """
+    from ..estimators import DEPTHS  # deferred, as in build_parser
+
+    named = ", ".join(f"{name} ({cls.long_name})" for name, cls in DEPTHS.items())
+    return textwrap.fill(f"Distributed data depth over Zarr stores (--depth): {named}.", width)
+
+
 def _int_or_auto(text: str) -> int | str:
     return text if text == "auto" else int(text)
 
@@ -131,7 +148,7 @@ def only_auto() -> str:
 
     return ", ".join(name for name, cls in DEPTHS.items()
                      if any(getattr(c, "options", None) == {"auto"}
-                            for c in cls._parameter_constraints["n_directions"]))
+                            for c in cls._parameter_constraints.get("n_directions", ())))
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -149,6 +166,7 @@ def build_parser() -> argparse.ArgumentParser:
     # deferred: the estimators import Dask; importing the CLI must not (--version)
     from ..covariance.estimate import COVARIANCE_METHODS
     from ..estimators import DEPTHS, check_param
+    from ..estimators.base import capable
     from ..estimators.params import DEFAULT_TOL, FRAMES, short_number
     from ..estimators.registry import takers
     from ..runtime.client import LOCAL_SCHEDULERS
@@ -192,7 +210,8 @@ def build_parser() -> argparse.ArgumentParser:
                          help="depth notion (default: ai-irw)")
     fitting.add_argument("--n-directions", type=param("n_directions", _int_or_auto,
                                                       "an integer or 'auto'"),
-                         metavar="M", help="number of random directions (default: 100 x "
+                         metavar="M", help=f"{only('n_directions')}: number of random "
+                                           "directions (default: 100 x "
                                            "features, 1000 half-spaces for halfspace-mass; 'auto' "
                                            f"({only_auto()}): enough for a standard error of at "
                                            "most 0.005)")
@@ -249,17 +268,18 @@ def build_parser() -> argparse.ArgumentParser:
     # The jobs that write depths: --std adds their standard errors.
     scoring = argparse.ArgumentParser(add_help=False)
     scoring.add_argument("--std", action="store_true",
-                         help="also write 'depth_std', the Monte Carlo standard error of each "
-                              "depth over the random directions")
+                         help=f"{', '.join(capable('std'))}: also write 'depth_std', the Monte "
+                              "Carlo standard error of each depth over the random directions")
     scoring.add_argument("--explain", type=_argument(int, "a positive integer", _positive),
                          metavar="K", default=None,
                          help="also write each row's K least-deep directions "
                               "('explain_direction', 'explain_depth', 'explain_side') and its "
-                              "features' 'contribution' (IRW, AI-IRW, halfspace, projection); "
+                              f"features' 'contribution' ({', '.join(capable('explains'))}); "
                               "K beyond the model's number of directions writes them all")
 
     parser = argparse.ArgumentParser(
-        prog="daskdepth", usage=USAGE, description=DESCRIPTION, epilog=EPILOG,
+        prog="daskdepth", usage=USAGE, description=DESCRIPTION.format(depths=depth_list()),
+        epilog=EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=version_text())
     # The commands are listed once, in DESCRIPTION, with their arguments.
@@ -391,7 +411,12 @@ def estimator_params(args: argparse.Namespace, seed: int | None) -> dict[str, An
     The defaults are the estimators' own; :func:`daskdepth.estimators.make_estimator`
     refuses an option the depth does not take.
     """
-    params: dict[str, Any] = {"random_state": seed}
+    from ..estimators import DEPTHS  # deferred, as in build_parser
+
+    depth = DEPTHS.get(getattr(args, "depth", None))
+    # the seed only to a depth that draws at random (every depth but one without randomness)
+    takes_seed = depth is None or "random_state" in depth._get_param_names()
+    params: dict[str, Any] = {"random_state": seed} if takes_seed else {}
     for name in estimator_parameters():
         value = getattr(args, name, None)
         if value is not None:
@@ -440,17 +465,34 @@ it out or use --depth ai-irw or --depth halfspace or --depth projection
         raise ValueError("--explain does nothing for fit (a model holds no rows to explain): "
                          "pass --explain K to 'daskdepth apply MODEL INPUT --out OUTPUT "
                          "--explain K', which writes the explanations with the depths")
-    if getattr(args, "explain", None) is not None and getattr(args, "depth", None) \
-            == "halfspace-mass":
-        raise ValueError("--explain applies to depths built from univariate depths along "
-                         "directions (ai-irw, irw, halfspace, projection), not to --depth "
-                         "halfspace-mass: leave --explain out, or choose one of those depths")
     depth = getattr(args, "depth", None)
     if depth is None:  # apply, info, demo: no fitting options
         return
     # deferred: the estimators import Dask (build_parser has loaded them already)
     from ..errors import ParameterError
-    from ..estimators import make_estimator
+    from ..estimators import DEPTHS, make_estimator
+    from ..estimators.base import capable
+
+    # what the depth cannot do, refused before any work (its class declares what it can)
+    capabilities = DEPTHS[depth].capabilities
+    if getattr(args, "explain", None) is not None and not capabilities.explains:
+        raise ValueError(f"--explain does not apply to --depth {depth}: explanations exist for "
+                         "depths built from univariate depths along directions ("
+                         f"{', '.join(capable('explains'))}); leave --explain out, or choose "
+                         "one of those depths")
+    if getattr(args, "seed", None) is not None and \
+            "random_state" not in DEPTHS[depth]._get_param_names():
+        raise ValueError(f"--seed does not apply to --depth {depth} (it draws nothing at "
+                         "random); leave it out")
+    why = DEPTHS[depth]._why_not_saved() if args.command == "fit" else None
+    if why is not None:
+        raise ValueError(f"fit saves a model, and a --depth {depth} model cannot be saved: {why}; "
+                         "use 'daskdepth score' instead")
+    if getattr(args, "std", False) and not capabilities.std:
+        raise ValueError(f"--std does not apply to --depth {depth}: standard errors exist for "
+                         f"the depths that are a mean over directions ("
+                         f"{', '.join(capable('std'))}); leave --std out, or choose one of "
+                         "those depths")
 
     try:
         # every parameter checked as fit checks it (e.g. --n-directions auto, which not every

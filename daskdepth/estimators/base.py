@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import difflib
 import html
-from typing import Any
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
 import dask
 import dask.array as da
@@ -24,12 +25,53 @@ from ..runtime.progress import show_phases
 from ..runtime.shards import check_kept, fitting_on_cluster
 from ..storage.modelformat import save_model
 from ..summary.depth import DepthSummary
+from ..summary.leaves import BlockLeaves
+from ..summary.sorted import BlockSorted
 from ..summary.statistics import MEAN, Statistic
-from .explain import explain_rows
+from .explain import explain_rows, explained
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
-from .known import DEPTHS
+from .known import DEPTHS, ESTIMATORS
 from .params import check_param
 from .warmup import warm_workers
+
+#: Fitted attributes the model format records for every depth (they bound its stored arrays:
+#: :func:`daskdepth.storage.modelformat.read_model` refuses a store without them).
+STORED_COUNTS = ("n_samples_fit_", "n_features_in_", "n_directions_")
+
+
+@dataclass(frozen=True)
+class Capabilities:
+    """What a depth can do, declared once by its class (``DepthDetector.capabilities``).
+
+    :func:`daskdepth.estimators.register` checks the declaration against the
+    class (its parameters, fitted attributes, summary and statistic) and
+    refuses one that disagrees; the command line's options, the model loader,
+    the explanations, the scikit-learn checks and the documentation's lists
+    read it instead of naming depths.
+
+    Examples
+    --------
+    >>> import daskdepth
+    >>> daskdepth.HalfspaceMass.capabilities.explains
+    False
+    >>> daskdepth.IRW.capabilities.std, daskdepth.Projection.capabilities.tol
+    (True, False)
+    """
+
+    #: It draws directions: takes ``n_directions`` and sets ``directions_`` and
+    #: ``n_directions_``.
+    directions: bool = True
+    #: It takes ``tol``, the certified bound on the depth error.
+    tol: bool = True
+    #: It fits a covariance (``covariance_``, ``covariance_rank_``).
+    covariance: bool = True
+    #: ``explain`` gives its least-deep directions (its score is made of per-direction
+    #: univariate depths).
+    explains: bool = True
+    #: ``score_samples(X, return_std=True)`` gives Monte Carlo standard errors.
+    std: bool = True
+    #: ``partial_fit`` updates a fitted model with more rows (no depth has it yet).
+    partial_fit: bool = False
 
 
 class DepthDetector(OutlierMixin, BaseEstimator):
@@ -50,6 +92,12 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     long_name = "depth"
     #: The type of the fitted ``summary_``.
     summary_type: type = DepthSummary
+    #: Every dataclass a saved ``summary_`` holds, ``summary_type`` first: registration adds
+    #: them to the classes a model store may hold
+    #: (:data:`daskdepth.storage.codec.MODEL_CLASSES`).
+    summary_types: tuple[type, ...] = (DepthSummary, BlockLeaves, BlockSorted)
+    #: What the depth can do (:class:`Capabilities`).
+    capabilities: ClassVar[Capabilities] = Capabilities()
     #: How the summary's per-direction values become a score (its bound, how parts combine).
     _statistic: Statistic = MEAN
     #: What the display says of the covariance of a depth that does not whiten.
@@ -313,6 +361,13 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         >>> bool((std > 0).all() and (std < 0.02).all())
         True
         """
+        if return_std and not self.capabilities.std:
+            raise ParameterError(
+                f"return_std=True does not apply to {type(self).__name__}: it has no standard "
+                f"errors (they are those of a mean over directions); standard errors exist for "
+                f"{', '.join(capable('std'))}: call score_samples(X), or use one of those",
+                name="return_std", value=True, depth=str(self.depth_name or ""),
+                why="it has no standard errors", takers=capable("std"))
         data = self._check_input(X, sample_dim)
         if not return_std:
             return data.wrap(self._score(data))
@@ -414,6 +469,11 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         >>> bool(why.depth[0, 0] <= why.depth[0, 1])
         True
         """
+        if not self.capabilities.explains:
+            raise TypeError(
+                f"{type(self).__name__} has no per-direction depths to explain: explanations "
+                f"exist for {', '.join(explained())} (and depths scored from univariate depths "
+                "along directions); score it with score_samples")
         return explain_rows(self, X, n_top, sample_dim=sample_dim)
 
     def decision_function(self, X: Any, *, sample_dim: Any = None) -> Any:
@@ -481,8 +541,47 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         True
         """
         if "summary_" in self.__dict__:
-            check_kept(getattr(self.summary_, "blocks", ()))  # before any file is written
+            self._check_loadable()  # before any file is written
+            check_kept(getattr(self.summary_, "blocks", ()))
         return save_model(self, path, overwrite=overwrite)
+
+    @classmethod
+    def _why_not_saved(cls) -> str | None:
+        """Why no fitted model of this class can be saved to be loaded back (None: it can)."""
+        name = cls.__name__
+        if ESTIMATORS.get(name) is not cls:
+            return (f"it is not a registered depth, and daskdepth.load builds only those "
+                    f"({', '.join(sorted(ESTIMATORS))}); register it first "
+                    f"(daskdepth.estimators.register({name}))")
+        if not cls.capabilities.directions:
+            return (f"a model store records {', '.join(STORED_COUNTS)} (they bound its "
+                    f"arrays), and {name} has no directions; only depths with directions are "
+                    "saved yet: fit it where it is used")
+        return None
+
+    def _check_loadable(self) -> None:
+        """Refuse to save a fitted model that :func:`daskdepth.load` could not build back.
+
+        The loader builds only registered classes (:data:`~daskdepth.estimators.ESTIMATORS`),
+        reads only the summary types registration allows, and needs the counts that
+        bound a store's arrays (:data:`STORED_COUNTS`); a ``TypeError`` says which is
+        missing, before any file is written.
+        """
+        cls = type(self)
+        name = cls.__name__
+        why = cls._why_not_saved()
+        if why is not None:
+            raise TypeError(f"cannot save a {name}: {why}")
+        summary = type(self.__dict__["summary_"])
+        if summary not in cls.summary_types:
+            raise TypeError(f"cannot save this {name}: its summary_ is a {summary.__name__}, "
+                            f"not one of the summary types {name} declares (summary_types), "
+                            "the only ones a loaded model may hold")
+        missing = [count for count in STORED_COUNTS if count not in self.__dict__]
+        if missing:
+            raise TypeError(f"cannot save this {name}: a model store records "
+                            f"{', '.join(STORED_COUNTS)} (they bound its arrays), and it has "
+                            f"no {', '.join(missing)}")
 
     # ---------------------------------------------------------------- display
 
@@ -531,8 +630,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     def _fitted_rows(self, state: dict[str, Any]) -> list[tuple[str, str]]:
         """Rows of the display that describe the fitted directions and their accuracy."""
-        return [("m (directions)", f"{state['n_directions_']:,}"),
-                ("error bound", f"{state['error_bound_']:.3g} (tol {state.get('tol')})")]
+        rows = [("m (directions)", f"{state['n_directions_']:,}")] \
+            if self.capabilities.directions else []
+        tol = f" (tol {state.get('tol')})" if self.capabilities.tol else ""
+        return [*rows, ("error bound", f"{state['error_bound_']:.3g}{tol}")]
 
     def _with_summary(self, diagram: str) -> str:
         # scikit-learn's diagram (parameters, fitted attributes), then the summary,
@@ -598,6 +699,17 @@ tol is a parameter of AIIRW, IRW and Halfspace: leave it out, or use one of thos
                           why=why, takers=tuple(depth for depth, _ in takers))
 
 
+def capable(capability: str) -> tuple[str, ...]:
+    """The registered depths that have ``capability`` (a field of :class:`Capabilities`).
+
+    Examples
+    --------
+    >>> capable("std")
+    ('ai-irw', 'irw')
+    """
+    return tuple(name for name, cls in DEPTHS.items() if getattr(cls.capabilities, capability))
+
+
 class _Brief:
     """A fitted summary in at most 30 characters: ``n=1,000,000, m=4,000`` (rows, directions)."""
 
@@ -605,8 +717,10 @@ class _Brief:
         self.summary = summary
 
     def __repr__(self) -> str:
-        m = int(self.summary.directions.shape[0])
-        return f"n={int(self.summary.n):,}, m={m:,}"
+        directions = getattr(self.summary, "directions", None)
+        if directions is None:
+            return f"n={int(self.summary.n):,}"
+        return f"n={int(self.summary.n):,}, m={int(directions.shape[0]):,}"
 
 
 def _labels(decision: da.Array) -> da.Array:

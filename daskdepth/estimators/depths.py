@@ -9,7 +9,7 @@ from sklearn.utils._param_validation import StrOptions
 from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
 from ..summary.statistics import MIN
-from .base import DepthDetector
+from .base import Capabilities, DepthDetector
 from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_hint
 
 
@@ -446,6 +446,8 @@ class Halfspace(DepthDetector):
     depth_name = "halfspace"
     display_name = "halfspace (Tukey)"
     long_name = "random halfspace (Tukey) depth"
+    # a minimum over directions has no Monte Carlo standard error
+    capabilities = Capabilities(std=False)
     _statistic = MIN
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (

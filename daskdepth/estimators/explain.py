@@ -25,7 +25,7 @@ EXPLAINED = (DepthSummary, ProjectionSummary)
 
 def explained() -> list[str]:
     """The estimators whose scores are built from per-direction univariate depths."""
-    return [cls.__name__ for cls in DEPTHS.values() if cls.summary_type in EXPLAINED]
+    return [cls.__name__ for cls in DEPTHS.values() if cls.capabilities.explains]
 
 #: Names of the explanation's variables (an xarray Dataset's, and the command line's).
 VARIABLES = ("explain_direction", "explain_depth", "explain_side", "contribution")

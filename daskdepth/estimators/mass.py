@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from ..fitting.mass import fit_mass
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
-from .base import DepthDetector
+from .base import Capabilities, DepthDetector
 from .inputs import Input
 from .params import CONSTRAINTS, no_auto_hint
 
@@ -129,6 +129,10 @@ class HalfspaceMass(DepthDetector):
     display_name = "halfspace mass"
     long_name = "half-space mass"
     summary_type = MassSummary
+    summary_types = (MassSummary,)
+    # exact for its half-spaces (no tol), no covariance, no per-direction depths to explain
+    # or to take a standard error of
+    capabilities = Capabilities(tol=False, covariance=False, explains=False, std=False)
     _statistic = WHOLE
     _summary_fields = {"split_points_": "splits", "left_mass_": "left"}
     _why_not = {"covariance": "the half-space mass does not whiten",
@@ -187,7 +191,8 @@ class HalfspaceMass(DepthDetector):
                 ("subsample size (psi)", str(state["subsample_size_"])),
                 ("scope (lambda)", f"{state.get('scope')}")]
 
-    def score_samples(self, X: Any, *, sample_dim: Any = None) -> Any:
+    def score_samples(self, X: Any, return_std: bool = False, *,
+                      sample_dim: Any = None) -> Any:
         """Half-space mass of each row of ``X``: in [0, 1], higher is more central.
 
         NumPy in gives NumPy out, a pandas DataFrame a pandas Series with its
@@ -195,6 +200,7 @@ class HalfspaceMass(DepthDetector):
         DataFrame a dask Series), and a DataArray gives a DataArray over its
         sample dimension (``sample_dim``, as for :meth:`fit`) with that
         dimension's coordinates.  Rows with NaN or inf raise under
-        ``nan_policy='raise'`` and get NaN under ``'omit'``.
+        ``nan_policy='raise'`` and get NaN under ``'omit'``.  ``return_std=True``
+        is refused: the mass has no standard error.
         """
-        return super().score_samples(X, sample_dim=sample_dim)
+        return super().score_samples(X, return_std, sample_dim=sample_dim)

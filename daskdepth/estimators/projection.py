@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from ..fitting.projection import fit_projection
 from ..summary.projection import ProjectionSummary
 from ..summary.statistics import WHOLE
-from .base import DepthDetector
+from .base import Capabilities, DepthDetector
 from .depths import affine_covariance_spec, affine_display_name, affine_whitens
 from .inputs import Input
 from .params import CONSTRAINTS, no_auto_hint
@@ -121,6 +121,9 @@ class Projection(DepthDetector):
     display_name = "projection"
     long_name = "projection depth"
     summary_type = ProjectionSummary
+    summary_types = (ProjectionSummary,)
+    # exact medians and MADs (no tol); a maximum over directions has no standard error
+    capabilities = Capabilities(tol=False, std=False)
     _statistic = WHOLE
     _summary_fields = {"medians_": "medians", "mads_": "mads"}
     _why_not = {"tol": "the projection depth's medians and MADs are exact",
@@ -190,7 +193,8 @@ class Projection(DepthDetector):
         return [("m (directions)", f"{state['n_directions_']:,}"),
                 ("error bound", "0 (exact medians and MADs)")]
 
-    def score_samples(self, X: Any, *, sample_dim: Any = None) -> Any:
+    def score_samples(self, X: Any, return_std: bool = False, *,
+                      sample_dim: Any = None) -> Any:
         """Projection depth of each row of ``X``: in (0, 1], higher is more central.
 
         NumPy in gives NumPy out, a pandas DataFrame a pandas Series with its
@@ -200,5 +204,7 @@ class Projection(DepthDetector):
         or inf raise under ``nan_policy='raise'`` and get NaN under ``'omit'``.
         A point at ``location_`` far beyond the data has depth near 0; the
         depth is 0 only where a direction's MAD is 0 (see the class).
+        ``return_std=True`` is refused: a maximum over directions has no
+        standard error.
         """
-        return super().score_samples(X, sample_dim=sample_dim)
+        return super().score_samples(X, return_std, sample_dim=sample_dim)

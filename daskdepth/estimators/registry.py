@@ -1,9 +1,13 @@
 """Which estimator computes which depth, derived from the estimator classes.
 
-Each class names its depth (``depth_name``) and owns its parameters and their
-rules; :data:`DEPTHS` (``depth=``, the command line's ``--depth``) and
+Each class names its depth (``depth_name``), owns its parameters and their
+rules, declares what it can do (``capabilities``, checked here against the
+class) and the dataclasses its saved summary holds (``summary_types``);
+:data:`DEPTHS` (``depth=``, the command line's ``--depth``) and
 :data:`ESTIMATORS` (the classes a saved model may name) list the registered
-classes, and :func:`make_estimator` builds one from ``depth=`` and parameters.
+classes, registration adds their summary types to the classes a model store
+may hold (:data:`daskdepth.storage.codec.MODEL_CLASSES`), and
+:func:`make_estimator` builds one from ``depth=`` and parameters.
 """
 
 from __future__ import annotations
@@ -16,12 +20,18 @@ from typing import Any
 from sklearn.utils._param_validation import StrOptions
 
 from ..errors import ParameterError
-from .base import DepthDetector
+from ..storage.codec import MODEL_CLASSES, class_name
+from .base import Capabilities, DepthDetector
 from .depths import AIIRW, IRW, Halfspace
+from .explain import EXPLAINED
 from .known import DEPTHS, ESTIMATORS
 from .mass import HalfspaceMass
 from .params import check_param
 from .projection import Projection
+
+#: The classes the storage layer allows by itself (the direction blocks), kept when the depths
+#: that declare them are unregistered.
+_STORAGE_CLASSES = dict(MODEL_CLASSES)
 
 
 def register(cls: type[DepthDetector]) -> type[DepthDetector]:
@@ -44,17 +54,75 @@ def register(cls: type[DepthDetector]) -> type[DepthDetector]:
         if table.get(key, cls) is not cls:
             raise ValueError(f"{key!r} is already the name of {table[key].__name__}; choose "
                              "another name")
+    check_capabilities(cls)
+    for kind in cls.summary_types:
+        other = MODEL_CLASSES.get(class_name(kind), kind)
+        if other is not kind:
+            raise ValueError(f"{cls.__name__}'s summary type {class_name(kind)!r} is already "
+                             f"another class's name ({other!r}); rename it")
     DEPTHS[name] = cls
     ESTIMATORS[cls.__name__] = cls
+    for kind in cls.summary_types:
+        MODEL_CLASSES[class_name(kind)] = kind
     return cls
 
 
 def unregister(cls: type[DepthDetector]) -> None:
-    """Undo :func:`register` of ``cls``."""
+    """Undo :func:`register` of ``cls`` (its summary types too, where no other depth has them)."""
     if DEPTHS.get(str(cls.depth_name)) is cls:
         del DEPTHS[str(cls.depth_name)]
     if ESTIMATORS.get(cls.__name__) is cls:
         del ESTIMATORS[cls.__name__]
+    kept = {kind for other in ESTIMATORS.values() for kind in other.summary_types}
+    kept.update(_STORAGE_CLASSES.values())
+    for kind in cls.summary_types:
+        if kind not in kept and MODEL_CLASSES.get(class_name(kind)) is kind:
+            del MODEL_CLASSES[class_name(kind)]
+
+
+def check_capabilities(cls: type[DepthDetector]) -> None:
+    """Refuse a class whose declared ``capabilities`` or ``summary_types`` disagree with it.
+
+    A ``ValueError`` names the declaration to change: ``directions`` and ``tol``
+    are the parameters ``n_directions`` and ``tol``, ``covariance`` the fitted
+    ``covariance_``, ``explains`` a summary of per-direction depths, ``std`` a
+    statistic with standard errors; ``summary_types`` starts with ``summary_type``.
+
+    Examples
+    --------
+    >>> class Loose(IRW):
+    ...     depth_name = "loose"
+    ...     capabilities = Capabilities(tol=False)
+    >>> check_capabilities(Loose)
+    Traceback (most recent call last):
+    ...
+    ValueError: Loose declares capabilities.tol=False, but it has a parameter 'tol'; declare \
+capabilities = Capabilities(..., tol=True) or change the class
+    """
+    declared = cls.capabilities
+    if not isinstance(declared, Capabilities):
+        raise ValueError(f"{cls.__name__}.capabilities is a {type(declared).__name__}, not a "
+                         "daskdepth.estimators.base.Capabilities")
+    params = set(cls._get_param_names())
+    has = {
+        "directions": ("n_directions" in params, "parameter 'n_directions'"),
+        "tol": ("tol" in params, "parameter 'tol'"),
+        "covariance": ("covariance_" in cls._fitted_attributes,
+                       "fitted attribute 'covariance_' (_fitted_attributes)"),
+        "explains": (issubclass(cls.summary_type, EXPLAINED),
+                     f"summary of per-direction depths ({cls.summary_type.__name__})"),
+        "std": (bool(cls._statistic.has_std),
+                f"statistic with standard errors ({cls._statistic.name!r})"),
+    }
+    for field, (actual, what) in has.items():
+        if getattr(declared, field) != actual:
+            raise ValueError(f"{cls.__name__} declares capabilities.{field}={not actual}, but "
+                             f"it has {'a' if actual else 'no'} {what}; declare capabilities = "
+                             f"Capabilities(..., {field}={actual}) or change the class")
+    if not cls.summary_types or cls.summary_types[0] is not cls.summary_type:
+        raise ValueError(f"{cls.__name__}.summary_types must start with its summary_type "
+                         f"({cls.summary_type.__name__}): the dataclasses its saved summary "
+                         "holds")
 
 
 @contextmanager

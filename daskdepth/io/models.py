@@ -204,7 +204,7 @@ def check_fitted(model: Any) -> None:
                          "location_")
     _check_directions(model, directions)
     bound = _float(model, "error_bound_", 0.0, 1.0)
-    if "covariance_" in type(model)._fitted_attributes:
+    if type(model).capabilities.covariance:
         _check_depth_attributes(model, d)
         _check_location(model, location, n)
     if isinstance(summary, MassSummary):

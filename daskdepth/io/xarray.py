@@ -40,8 +40,9 @@ def model_attrs(model: Any) -> dict[str, Any]:
     attrs: dict[str, Any] = {
         "long_name": model.long_name,
         "method": kind,
-        "n_directions": int(model.n_directions_),
     }
+    if model.capabilities.directions:
+        attrs["n_directions"] = int(model.n_directions_)
     if hasattr(model, "tol"):
         attrs["tol"] = float(model.tol)
     attrs.update({
