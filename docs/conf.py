@@ -31,6 +31,7 @@ extensions = [
     "apilist",
     "cliref",
     "keytables",
+    "depthlist",
 ]
 
 # The gallery: the committed notebooks, copied next to the pages (they live in examples/,
