@@ -314,9 +314,9 @@ def test_score_with_reference(gaussian):
 
 
 def test_score_reference_with_other_features_names_reference_and_x(gaussian, monkeypatch):
-    import daskdepth.estimators.base as base
+    import daskdepth.estimators.depths as depths
 
-    monkeypatch.setattr(base, "fit_depth", _no_compute)  # refused before fitting
+    monkeypatch.setattr(depths, "fit_depth", _no_compute)  # refused before fitting
     with pytest.raises(ValueError) as exc:
         daskdepth.score(gaussian, gaussian[:, :2])
     assert str(exc.value).startswith("X has 3 features but reference has 2;")

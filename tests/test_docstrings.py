@@ -22,9 +22,10 @@ SHARED = ("covariance", "support_fraction", "tol", "contamination", "affine_inva
           "frame_eigenvalues_", "n_samples_fit_", "n_features_in_")
 #: The depths on one engine (the mean and minimum of univariate depths), which share
 #: every paragraph but these (IRW's covariance is informative only; the halfspace depth
-#: has no n_directions='auto').
+#: has no n_directions='auto', and its basis_ comes with affine_invariant=True, not with
+#: a frame).
 FAMILY = ("AIIRW", "IRW", "Halfspace")
-FAMILY_DIFFERS = ("covariance_", "n_directions")
+FAMILY_DIFFERS = ("covariance_", "n_directions", "basis_")
 
 
 def entries(doc: str, section: str) -> dict[str, str]:
@@ -89,6 +90,28 @@ def test_parameters_documented_with_their_defaults(name):
         if isinstance(default, (bool, int, float, str)) or default is None:
             assert ast.literal_eval(match.group(1)) == default, \
                 f"{name}.{param}: documented default={match.group(1)}, signature {default!r}"
+
+
+@pytest.mark.parametrize("name", sorted(classes()))
+def test_a_class_documents_the_attributes_it_has(name):
+    """The Attributes section lists what fit sets for this class: no more, no less.
+
+    The public names of ``_fitted_attributes`` and ``_optional_fitted_attributes``
+    (what the class declares it sets, and what a saved model of it may hold); an
+    attribute is never described as another depth's only.
+    """
+    cls = classes()[name]
+    documented = entries(cls.__doc__, "Attributes")
+    declared = {attr for attr in (*cls._fitted_attributes, *cls._optional_fitted_attributes)
+                if not attr.startswith("_")}
+    assert set(documented) == declared, (
+        f"{name} documents {sorted(set(documented) - declared)} it does not set and "
+        f"leaves out {sorted(declared - set(documented))}")
+    for attr, text in documented.items():
+        for other in classes().values():
+            only = rf"(?<![\w-]){re.escape(other.display_name)} only"
+            assert other is cls or not re.search(only, text), \
+                f"{name}.{attr} is described as {other.display_name}'s only"
 
 
 def test_the_docstrings_are_written_out():

@@ -28,7 +28,7 @@ from daskdepth.estimators import (
     make_estimator,
     registered,
 )
-from daskdepth.estimators.base import Capabilities
+from daskdepth.estimators.base import Capabilities, FittedDepth
 from daskdepth.estimators.params import CONSTRAINTS, DEFAULT_TOL
 from daskdepth.estimators.registry import takers
 from daskdepth.io.xarray import model_attrs
@@ -176,8 +176,7 @@ class Coordinatewise(DepthDetector):
     long_name = "coordinatewise Mahalanobis depth"
     summary_type = ScaleSummary
     summary_types = (ScaleSummary,)
-    capabilities = Capabilities(
-        directions=False, tol=False, covariance=False, explains=False, std=False)
+    capabilities = Capabilities()  # none: no directions, tol, covariance, std or explain
     _statistic = WHOLE
     _parameter_constraints = {name: CONSTRAINTS[name]
                               for name in ("contamination", "nan_policy", "verbose")}
@@ -200,10 +199,15 @@ class Coordinatewise(DepthDetector):
         location = total / n
         variance = np.maximum(squares / n - location**2, 0.0)
         scale = np.where(variance > 0, np.sqrt(variance), 1.0)
-        self.location_, self.scale_, self.n_samples_fit_ = location, scale, int(n)
-        self.summary_ = ScaleSummary(location, scale, int(n))
-        self.error_bound_ = 0.0
-        self._sample_depth = np.asarray(self._score(data).compute())
+        self.scale_ = scale
+        summary = ScaleSummary(location, scale, int(n))
+        depth = data.array.map_blocks(_coordinatewise, location, scale,
+                                      self.nan_policy == "raise", drop_axis=1,
+                                      dtype=np.float64)
+        self._set_fitted(FittedDepth(summary=summary, location=location, n=int(n),
+                                     error_bound=0.0, passes=0,
+                                     sample_depth=np.asarray(depth.compute()),
+                                     token=data.content_token))
 
     def _score(self, data: Any, std: bool = False) -> Any:
         return data.array.map_blocks(_coordinatewise, self.location_, self.scale_,
@@ -312,8 +316,7 @@ def test_a_capability_is_declared_once_and_checked():
     """A declaration that disagrees with the class is refused at registration."""
     class Wrong(Coordinatewise):
         depth_name = "wrong"
-        capabilities = Capabilities(directions=True, tol=False, covariance=False,
-                                    explains=False, std=False)
+        capabilities = Capabilities(directions=True)
 
     with pytest.raises(ValueError, match="Wrong declares capabilities.directions=True, but it "
                                          "has no parameter 'n_directions'"):

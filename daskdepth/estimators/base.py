@@ -12,11 +12,9 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 from sklearn.base import BaseEstimator, OutlierMixin, _fit_context
-from sklearn.utils import check_random_state
 from sklearn.utils.validation import check_is_fitted
 
 from ..errors import ParameterError, ZeroCovarianceError
-from ..fitting.fit import fit_depth
 from ..fitting.offset import SAMPLE_SIZE, offset_sample
 from ..passes.scoring import score_array
 from ..runtime.client import keep_placement, phase
@@ -24,10 +22,7 @@ from ..runtime.keys import key_name
 from ..runtime.progress import show_phases
 from ..runtime.shards import check_kept, fitting_on_cluster
 from ..storage.modelformat import save_model
-from ..summary.depth import DepthSummary
-from ..summary.leaves import BlockLeaves
-from ..summary.sorted import BlockSorted
-from ..summary.statistics import MEAN, Statistic
+from ..summary.statistics import WHOLE, Statistic
 from .explain import explain_rows, explained
 from .inputs import Input, as_input, check_feature_names, wide_integer_message
 from .known import DEPTHS, ESTIMATORS
@@ -39,9 +34,60 @@ from .warmup import warm_workers
 STORED_COUNTS = ("n_samples_fit_", "n_features_in_", "n_directions_")
 
 
+@dataclass
+class FittedDepth:
+    """What a fit found, in one record that :meth:`DepthDetector._set_fitted` sets as attributes.
+
+    Every depth's ``_fit_model`` makes one (the fields a depth has not, e.g. the
+    half-space mass's covariance, stay None) instead of setting its attributes one by
+    one; the attributes set are those the class lists (``_fitted_attributes`` and
+    ``_optional_fitted_attributes``), so a class never sets one it does not declare.
+    """
+
+    #: The fitted summary (``summary_``) the scores are computed from.
+    summary: Any
+    #: ``location_``: the centre of the projections.
+    location: np.ndarray
+    #: ``n_samples_fit_``: the finite reference rows.
+    n: int
+    #: ``error_bound_``: the certified bound of the scores.
+    error_bound: float
+    #: ``n_passes_``: passes over the data after the moments pass.
+    passes: int
+    #: The training depths ``offset_`` is the quantile of (kept, possibly a row sample).
+    sample_depth: np.ndarray
+    #: ``_fit_token``: what the fit's graph keys are named after.
+    token: str
+    #: ``directions_`` (and ``n_directions_``, their number), for a depth with directions.
+    directions: np.ndarray | None = None
+    #: ``covariance_`` and ``covariance_rank_``, for a depth that fits a covariance.
+    covariance: np.ndarray | None = None
+    rank: int | None = None
+    #: ``basis_`` (whitened directions) and ``frame_eigenvalues_`` (``frame='invariant'``).
+    basis: np.ndarray | None = None
+    frame_eigenvalues: np.ndarray | None = None
+    #: The training rows' depths when the fit computed them, and their content's token.
+    train_depth: np.ndarray | None = None
+    train_token: str | None = None
+
+    def attributes(self) -> dict[str, Any]:
+        """The fitted attributes it gives, by name, in the order they are set."""
+        return {
+            "location_": self.location, "covariance_": self.covariance,
+            "directions_": self.directions,
+            "n_directions_": None if self.directions is None else self.directions.shape[0],
+            "n_samples_fit_": self.n, "covariance_rank_": self.rank, "basis_": self.basis,
+            "frame_eigenvalues_": self.frame_eigenvalues, "error_bound_": self.error_bound,
+            "n_passes_": self.passes, "summary_": self.summary,
+            "_sample_depth": self.sample_depth, "_fit_token": self.token,
+            "_train_depth": self.train_depth, "_train_token": self.train_token}
+
+
 @dataclass(frozen=True)
 class Capabilities:
     """What a depth can do, declared once by its class (``DepthDetector.capabilities``).
+
+    Each field says the depth has it (all False by default: a class names what it has).
 
     :func:`daskdepth.estimators.register` checks the declaration against the
     class (its parameters, fitted attributes, summary and statistic) and
@@ -60,16 +106,16 @@ class Capabilities:
 
     #: It draws directions: takes ``n_directions`` and sets ``directions_`` and
     #: ``n_directions_``.
-    directions: bool = True
+    directions: bool = False
     #: It takes ``tol``, the certified bound on the depth error.
-    tol: bool = True
+    tol: bool = False
     #: It fits a covariance (``covariance_``, ``covariance_rank_``).
-    covariance: bool = True
+    covariance: bool = False
     #: ``explain`` gives its least-deep directions (its score is made of per-direction
     #: univariate depths).
-    explains: bool = True
+    explains: bool = False
     #: ``score_samples(X, return_std=True)`` gives Monte Carlo standard errors.
-    std: bool = True
+    std: bool = False
     #: ``partial_fit`` updates a fitted model with more rows (no depth has it yet).
     partial_fit: bool = False
 
@@ -77,11 +123,15 @@ class Capabilities:
 class DepthDetector(OutlierMixin, BaseEstimator):
     """Base class of the depth outlier detectors: fit, scoring, labels, saving, display.
 
-    Each subclass owns its depth: the class attributes below say what it is
-    called and how it scores, its ``__init__`` and ``_parameter_constraints``
-    declare its parameters, and :meth:`_check_rules` the rules between them.
-    The registry (:mod:`daskdepth.estimators.registry`), ``score(depth=...)``,
-    the command line's ``--depth`` and the model files derive from them.
+    Neutral: it assumes no engine.  Each subclass owns its depth: the class
+    attributes below say what it is called, what it can do (``capabilities``)
+    and how it scores, its ``__init__`` and ``_parameter_constraints`` declare
+    its parameters, :meth:`_check_rules` the rules between them, and
+    ``_fit_model`` fits it, handing one :class:`FittedDepth` to
+    :meth:`_set_fitted`.  The registry (:mod:`daskdepth.estimators.registry`),
+    ``score(depth=...)``, the command line's ``--depth`` and the model files
+    derive from them.  The depths on the leaf-summary engine (AI-IRW, IRW,
+    halfspace) share :class:`daskdepth.estimators.depths.LeafDepth`.
     """
 
     #: The name ``depth=`` and the command line's ``--depth`` take (None: not registered).
@@ -90,16 +140,16 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     display_name = "depth"
     #: What the attributes of a depth output call it (netCDF's ``long_name``).
     long_name = "depth"
-    #: The type of the fitted ``summary_``.
-    summary_type: type = DepthSummary
+    #: The type of the fitted ``summary_`` (set by each depth).
+    summary_type: type = object
     #: Every dataclass a saved ``summary_`` holds, ``summary_type`` first: registration adds
     #: them to the classes a model store may hold
     #: (:data:`daskdepth.storage.codec.MODEL_CLASSES`).
-    summary_types: tuple[type, ...] = (DepthSummary, BlockLeaves, BlockSorted)
-    #: What the depth can do (:class:`Capabilities`).
+    summary_types: tuple[type, ...] = ()
+    #: What the depth can do (:class:`Capabilities`; nothing unless the class says).
     capabilities: ClassVar[Capabilities] = Capabilities()
-    #: How the summary's per-direction values become a score (its bound, how parts combine).
-    _statistic: Statistic = MEAN
+    #: How the summary's values become a score (its bound, how parts combine).
+    _statistic: Statistic = WHOLE
     #: What the display says of the covariance of a depth that does not whiten.
     _no_whitening = "none (IRW does not whiten)"
     #: Fitted attributes that are copies of the summary's fields (attribute: field).
@@ -113,12 +163,10 @@ class DepthDetector(OutlierMixin, BaseEstimator):
 
     #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
     _fitted_attributes: tuple[str, ...] = (
-        "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
-        "n_samples_fit_", "covariance_rank_", "error_bound_", "n_passes_", "summary_",
-        "_sample_depth", "_fit_token", "_train_depth", "_train_token", "offset_")
-    #: Fitted attributes set only for some inputs (string feature names) or frames.
-    _optional_fitted_attributes: tuple[str, ...] = ("feature_names_in_", "basis_",
-                                                    "frame_eigenvalues_")
+        "n_features_in_", "location_", "n_samples_fit_", "error_bound_", "summary_",
+        "_sample_depth", "offset_")
+    #: Fitted attributes set only for some inputs (string feature names) or options.
+    _optional_fitted_attributes: tuple[str, ...] = ("feature_names_in_",)
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DepthDetector:
         # A keyword the depth does not take is refused here, before __init__ would raise
@@ -183,36 +231,36 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         return data
 
     def _fit_model(self, data: Input) -> None:
-        """Fit on the checked input and set the fitted attributes (all but the features')."""
-        rng = check_random_state(self.random_state)
-        fitted = fit_depth(data.array, depth=self.depth_name, n_directions=self.n_directions,
-                           covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
-                           nan_policy=self.nan_policy, whiten=self._whitens(),
-                           statistic=self._statistic,
-                           frame=getattr(self, "frame", "correlation"))
-        self.location_ = fitted.location
-        self.covariance_ = fitted.covariance
-        self.directions_ = fitted.directions
-        self.n_directions_ = fitted.directions.shape[0]
-        self.n_samples_fit_ = fitted.n
-        self.covariance_rank_ = fitted.rank
-        for name, value in (("basis_", fitted.basis),
-                            ("frame_eigenvalues_",
-                             None if fitted.frame is None else fitted.frame.eigenvalues)):
-            if value is not None:
+        """Fit on the checked input and set the fitted attributes (all but the features').
+
+        Each depth implements it, ending with ``self._set_fitted(FittedDepth(...))``.
+        """
+        raise NotImplementedError(f"{type(self).__name__} does not implement _fit_model, "
+                                  "which fits the depth (see DepthDetector)")
+
+    def _set_fitted(self, fitted: FittedDepth) -> None:
+        """Set the fitted attributes the class declares from ``fitted``, in one place.
+
+        Those of ``_fitted_attributes`` always; those of ``_optional_fitted_attributes``
+        when ``fitted`` has them, and removed when an earlier fit left one this fit has
+        not (``basis_`` of a fit with another ``frame``); the summary's copies
+        (``_summary_fields``) after ``directions_``.
+        """
+        values = fitted.attributes()
+        copies = {name: getattr(fitted.summary, field)
+                  for name, field in self._summary_fields.items()}
+        required, optional = set(self._fitted_attributes), set(self._optional_fitted_attributes)
+        for name, value in values.items():
+            if name in required:
                 setattr(self, name, value)
-            elif name in self.__dict__:  # from an earlier fit with another frame
-                delattr(self, name)
-        self.error_bound_ = self._error_bound(fitted.summary)
-        self.n_passes_ = fitted.info.passes
-        self.summary_ = fitted.summary
-        self._sample_depth = fitted.sample_depth
-        self._fit_token = fitted.token
-        # The training rows' depths, when the fit computed them, for scoring the same
-        # rows again: keyed on their content, never on the object's identity.
-        known = fitted.train_depth is not None
-        self._train_depth = fitted.train_depth
-        self._train_token = data.content_token if known else None
+            elif name in optional:
+                if value is not None:
+                    setattr(self, name, value)
+                elif name in self.__dict__:  # from an earlier fit with other options
+                    delattr(self, name)
+            if name == "directions_":
+                for copy, value in copies.items():
+                    setattr(self, copy, value)
 
     def _progress_label(self) -> str:
         """What the progress displays call a fit of this depth, e.g. ``fitting AI-IRW``."""

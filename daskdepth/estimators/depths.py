@@ -4,16 +4,61 @@ from __future__ import annotations
 
 from typing import Any
 
+from sklearn.utils import check_random_state
 from sklearn.utils._param_validation import StrOptions
 
 from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
-from ..summary.statistics import MIN
-from .base import Capabilities, DepthDetector
+from ..fitting.fit import fit_depth
+from ..summary.depth import DepthSummary
+from ..summary.leaves import BlockLeaves
+from ..summary.sorted import BlockSorted
+from ..summary.statistics import MEAN, MIN
+from .base import Capabilities, DepthDetector, FittedDepth
+from .inputs import Input
 from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_hint
 
 
-class AIIRW(DepthDetector):
+class LeafDepth(DepthDetector):
+    """The depths on the leaf-summary engine: per-direction summaries of the projections.
+
+    A mean (AI-IRW, IRW) or minimum (the halfspace depth) of univariate depths
+    along random directions, fitted by :func:`daskdepth.fitting.fit.fit_depth`
+    into a :class:`~daskdepth.summary.depth.DepthSummary` within ``tol``.
+    """
+
+    summary_type = DepthSummary
+    summary_types = (DepthSummary, BlockLeaves, BlockSorted)
+    capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True,
+                                std=True)
+    _statistic = MEAN
+    _fitted_attributes = (
+        "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
+        "n_samples_fit_", "covariance_rank_", "error_bound_", "n_passes_", "summary_",
+        "_sample_depth", "_fit_token", "_train_depth", "_train_token", "offset_")
+
+    def _fit_model(self, data: Input) -> None:
+        rng = check_random_state(self.random_state)
+        fitted = fit_depth(data.array, depth=self.depth_name, n_directions=self.n_directions,
+                           covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
+                           nan_policy=self.nan_policy, whiten=self._whitens(),
+                           statistic=self._statistic,
+                           frame=getattr(self, "frame", "correlation"))
+        # The training rows' depths, when the fit computed them, for scoring the same
+        # rows again: keyed on their content, never on the object's identity.
+        known = fitted.train_depth is not None
+        self._set_fitted(FittedDepth(
+            summary=fitted.summary, location=fitted.location, n=fitted.n,
+            error_bound=self._error_bound(fitted.summary), passes=fitted.info.passes,
+            sample_depth=fitted.sample_depth, token=fitted.token,
+            directions=fitted.directions, covariance=fitted.covariance, rank=fitted.rank,
+            basis=fitted.basis,
+            frame_eigenvalues=None if fitted.frame is None else fitted.frame.eigenvalues,
+            train_depth=fitted.train_depth,
+            train_token=data.content_token if known else None))
+
+
+class AIIRW(LeafDepth):
     """Affine-invariant integrated rank-weighted (AI-IRW) depth outlier detector.
 
     The depth of ``x`` averages, over directions ``v_j = W u_j`` with ``u_j``
@@ -100,6 +145,8 @@ class AIIRW(DepthDetector):
     directions_ : ndarray of shape (n_directions, n_features)
         Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    n_directions_ : int
+        Number of directions ``m`` used.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
     basis_ : ndarray of shape (n_features, rank)
@@ -151,6 +198,7 @@ class AIIRW(DepthDetector):
     depth_name = "ai-irw"
     display_name = "AI-IRW"
     long_name = "AI-IRW depth"
+    _optional_fitted_attributes = ("feature_names_in_", "basis_", "frame_eigenvalues_")
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "covariance", "tol", "contamination", "random_state", "nan_policy",
         "support_fraction", "frame", "verbose")}
@@ -176,7 +224,7 @@ class AIIRW(DepthDetector):
         return whitening_spec(self.covariance, self.support_fraction)
 
 
-class IRW(DepthDetector):
+class IRW(LeafDepth):
     """Integrated rank-weighted (IRW) depth outlier detector.
 
     Like :class:`AIIRW` with directions uniform on the sphere of the input
@@ -225,18 +273,10 @@ class IRW(DepthDetector):
     directions_ : ndarray of shape (n_directions, n_features)
         Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    n_directions_ : int
+        Number of directions ``m`` used.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
-    basis_ : ndarray of shape (n_features, rank)
-        AI-IRW only (``rank`` is ``covariance_rank_``): the whitening in the
-        frame of ``frame=``, ``basis_ @ basis_.T`` the (pseudo-)inverse of the
-        covariance; the directions are ``directions_ = u @ basis_.T`` with ``u``
-        uniform on the sphere.  With ``frame='invariant'`` it is equivariant:
-        ``A X + b`` has the basis ``inv(A).T @ basis_``.
-    frame_eigenvalues_ : ndarray of shape (rank,)
-        ``frame='invariant'`` only (``rank`` is ``covariance_rank_``): eigenvalues
-        of the fourth-moment scatter of the whitened rows (mean 1, decreasing)
-        whose eigenvectors are the frame.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -323,7 +363,7 @@ def affine_covariance_spec(self: Any) -> object:
     return "sample"
 
 
-class Halfspace(DepthDetector):
+class Halfspace(LeafDepth):
     """Random halfspace (Tukey) depth outlier detector.
 
     The depth of ``x`` is the smallest, over ``m`` random directions ``v_j``,
@@ -395,18 +435,15 @@ class Halfspace(DepthDetector):
     directions_ : ndarray of shape (n_directions, n_features)
         Directions ``v_j`` in input coordinates: the exact depth of ``x`` is the
         symmetric, tie-aware rank formula applied to ``<X_i, v_j>`` and ``<x, v_j>``.
+    n_directions_ : int
+        Number of directions ``m`` used.
     covariance_rank_ : int
         Rank of ``covariance_`` used for whitening (AI-IRW).
     basis_ : ndarray of shape (n_features, rank)
-        AI-IRW only (``rank`` is ``covariance_rank_``): the whitening in the
-        frame of ``frame=``, ``basis_ @ basis_.T`` the (pseudo-)inverse of the
-        covariance; the directions are ``directions_ = u @ basis_.T`` with ``u``
-        uniform on the sphere.  With ``frame='invariant'`` it is equivariant:
-        ``A X + b`` has the basis ``inv(A).T @ basis_``.
-    frame_eigenvalues_ : ndarray of shape (rank,)
-        ``frame='invariant'`` only (``rank`` is ``covariance_rank_``): eigenvalues
-        of the fourth-moment scatter of the whitened rows (mean 1, decreasing)
-        whose eigenvectors are the frame.
+        ``affine_invariant=True`` only (``rank`` is ``covariance_rank_``): the
+        whitening, ``basis_ @ basis_.T`` the (pseudo-)inverse of the covariance;
+        the directions are ``directions_ = u @ basis_.T`` with ``u`` uniform on
+        the sphere.
     n_samples_fit_ : int
         Number of finite reference rows.
     n_features_in_ : int
@@ -447,7 +484,8 @@ class Halfspace(DepthDetector):
     display_name = "halfspace (Tukey)"
     long_name = "random halfspace (Tukey) depth"
     # a minimum over directions has no Monte Carlo standard error
-    capabilities = Capabilities(std=False)
+    capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True)
+    _optional_fitted_attributes = ("feature_names_in_", "basis_")
     _statistic = MIN
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (

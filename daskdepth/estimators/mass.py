@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from ..fitting.mass import fit_mass
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
-from .base import Capabilities, DepthDetector
+from .base import Capabilities, DepthDetector, FittedDepth
 from .inputs import Input
 from .params import CONSTRAINTS, no_auto_hint
 
@@ -132,7 +132,7 @@ class HalfspaceMass(DepthDetector):
     summary_types = (MassSummary,)
     # exact for its half-spaces (no tol), no covariance, no per-direction depths to explain
     # or to take a standard error of
-    capabilities = Capabilities(tol=False, covariance=False, explains=False, std=False)
+    capabilities = Capabilities(directions=True)
     _statistic = WHOLE
     _summary_fields = {"split_points_": "splits", "left_mass_": "left"}
     _why_not = {"covariance": "the half-space mass does not whiten",
@@ -169,19 +169,13 @@ class HalfspaceMass(DepthDetector):
         fitted = fit_mass(data.array, n_halfspaces=t, psi=int(self.subsample_size),
                           scope=float(self.scope), rng=rng, nan_policy=self.nan_policy)
         summary = fitted.summary
-        self.location_ = summary.location
-        self.directions_ = summary.directions
-        self.split_points_ = summary.splits
-        self.left_mass_ = summary.left
+        self._set_fitted(FittedDepth(
+            summary=summary, location=summary.location, n=fitted.n,
+            error_bound=self._error_bound(summary), passes=0,
+            sample_depth=fitted.sample_depth, token=fitted.token,
+            directions=summary.directions))
         self.subsample_indices_ = fitted.subsamples
         self.subsample_size_ = int(fitted.subsamples.shape[1])
-        self.n_directions_ = int(summary.directions.shape[0])
-        self.n_samples_fit_ = fitted.n
-        self.error_bound_ = self._error_bound(summary)
-        self.n_passes_ = 0
-        self.summary_ = summary
-        self._sample_depth = fitted.sample_depth
-        self._fit_token = fitted.token
 
     def _error_bound(self, summary: Any) -> float:
         return 0.0  # exact given its half-spaces

@@ -10,7 +10,7 @@ from sklearn.utils._param_validation import StrOptions
 from ..fitting.projection import fit_projection
 from ..summary.projection import ProjectionSummary
 from ..summary.statistics import WHOLE
-from .base import Capabilities, DepthDetector
+from .base import Capabilities, DepthDetector, FittedDepth
 from .depths import affine_covariance_spec, affine_display_name, affine_whitens
 from .inputs import Input
 from .params import CONSTRAINTS, no_auto_hint
@@ -123,7 +123,7 @@ class Projection(DepthDetector):
     summary_type = ProjectionSummary
     summary_types = (ProjectionSummary,)
     # exact medians and MADs (no tol); a maximum over directions has no standard error
-    capabilities = Capabilities(tol=False, std=False)
+    capabilities = Capabilities(directions=True, covariance=True, explains=True)
     _statistic = WHOLE
     _summary_fields = {"medians_": "medians", "mads_": "mads"}
     _why_not = {"tol": "the projection depth's medians and MADs are exact",
@@ -169,25 +169,13 @@ class Projection(DepthDetector):
                                 rng=check_random_state(self.random_state),
                                 nan_policy=self.nan_policy, whiten=self._whitens())
         fr, summary = fitted.frame, fitted.summary
-        self.location_ = summary.location
-        self.covariance_ = fr.cfit.covariance
-        self.directions_ = summary.directions
-        self.medians_ = summary.medians
-        self.mads_ = summary.mads
-        self.n_directions_ = int(summary.directions.shape[0])
-        self.n_samples_fit_ = fitted.n
-        self.covariance_rank_ = fr.rank
-        if fr.basis is not None:
-            self.basis_ = fr.basis
-        elif "basis_" in self.__dict__:  # from an earlier fit with affine_invariant=True
-            del self.basis_
-        self.error_bound_ = self._error_bound(summary)
-        self.n_passes_ = fitted.passes
-        self.summary_ = summary
-        self._sample_depth = fitted.sample_depth
-        self._fit_token = fr.token
-        self._train_depth = fitted.train_depth
-        self._train_token = data.content_token if fitted.train_depth is not None else None
+        self._set_fitted(FittedDepth(
+            summary=summary, location=summary.location, n=fitted.n,
+            error_bound=self._error_bound(summary), passes=fitted.passes,
+            sample_depth=fitted.sample_depth, token=fr.token, directions=summary.directions,
+            covariance=fr.cfit.covariance, rank=fr.rank, basis=fr.basis,
+            train_depth=fitted.train_depth,
+            train_token=data.content_token if fitted.train_depth is not None else None))
 
     def _fitted_rows(self, state: dict[str, Any]) -> list[tuple[str, str]]:
         return [("m (directions)", f"{state['n_directions_']:,}"),

@@ -92,7 +92,8 @@ def check_capabilities(cls: type[DepthDetector]) -> None:
     --------
     >>> class Loose(IRW):
     ...     depth_name = "loose"
-    ...     capabilities = Capabilities(tol=False)
+    ...     capabilities = Capabilities(directions=True, covariance=True, explains=True,
+    ...                                 std=True)  # tol left out
     >>> check_capabilities(Loose)
     Traceback (most recent call last):
     ...
