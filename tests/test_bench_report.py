@@ -64,7 +64,7 @@ def test_replace_section_refuses_a_page_without_its_markers(tmp_path, markers):
 def test_readme_has_the_markers_of_every_script():
     text = README.read_text()
     for name in ("http", "wide", "robust", "wide-cluster", "memory", "scaleout", "heavy-tails",
-                 "invariance", "invariance-mcd", "mcd-objective"):
+                 "invariance", "invariance-mcd", "mcd-objective", "kernels"):
         assert text.count(f"<!-- {name}:start -->") == 1, name
         assert text.count(f"<!-- {name}:end -->") == 1, name
 
@@ -118,3 +118,35 @@ def test_numpy_sweep_gives_daskdepths_bits(cls):
     theirs = numpy_sweep(x, model.location_, model.directions_, threads=2)
     assert model.error_bound_ == 0
     assert np.array_equal(ours, theirs)
+
+
+@pytest.mark.parametrize("d", [3, 40])  # projected inline, and beforehand (wide rows)
+def test_kernel_benchmark_reference_gives_the_kernels_bits(d):
+    """bench_kernels.py's ratios compare like with like: its plain route (fixed-order
+    projection, searchsorted, bincount / lookup) counts and scores as the kernels do, on
+    tied rows whose projections fall exactly on keys and in atoms."""
+    from bench_kernels import (
+        check_same,
+        chunks,
+        kernel_counts,
+        kernel_scores,
+        leaf_blocks,
+        plain_keys,
+        reference_counts,
+        reference_scores,
+    )
+
+    rng = np.random.default_rng(0)
+    x = np.round(rng.normal(size=(5000, d)), 1)
+    x[:300] = x[0]  # an atom in every direction
+    model = daskdepth.IRW(n_directions=6, tol=1e-3, random_state=0).fit(x)
+    blocks = leaf_blocks(model)
+    v, parts = model.summary_.directions, chunks(x - model.summary_.location, 1700)
+    keys = [plain_keys(b) for b in blocks]
+    assert np.array_equal(kernel_scores(blocks, v, parts), reference_scores(blocks, keys, v, parts))
+    counts = kernel_counts(blocks, v, parts)
+    expected = reference_counts(blocks, keys, v, parts)
+    assert all(np.array_equal(a, b) for a, b in zip(counts, expected, strict=True))
+    assert all(c.sum() == 5000 * b.mb for c, b in zip(counts, blocks, strict=True))
+    assert any(b.atoms.any() for b in blocks)
+    check_same(blocks, v, parts)
