@@ -41,6 +41,7 @@ _LAZY = {
     "outliers": ("daskdepth.estimators", "outliers"),
     "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
     "depth_interval": ("daskdepth.summary.statistics", "depth_interval"),
+    "drift": ("daskdepth.estimators.drift", "drift"),
     "PyODAdapter": ("daskdepth.estimators.pyod", "PyODAdapter"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
@@ -53,7 +54,7 @@ __all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "Fi
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
            "Projection", "PyODAdapter", "SummaryLostError", "SummaryMemoryWarning",
            "ToleranceWarning",
-           "ZeroCovarianceError", "__version__", "depth_interval", "load", "outlier_auroc",
+           "ZeroCovarianceError", "__version__", "depth_interval", "drift", "load", "outlier_auroc",
            "outliers", "score", "score_dataset"]
 
 

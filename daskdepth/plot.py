@@ -1,4 +1,4 @@
-"""Plotting helpers for fitted depth models: contours, depth histograms, points coloured by depth.
+"""Plotting helpers for fitted depth models: contours, depth histograms and scatter, DD-plots.
 
 matplotlib is an optional dependency (``pip install "daskdepth[plot]"``). It is imported inside
 each function, never at module import, so that ``import daskdepth.plot`` works (and costs nothing)
@@ -25,7 +25,7 @@ if TYPE_CHECKING:  # for annotations only: matplotlib stays optional at run time
     from matplotlib.collections import PathCollection
     from matplotlib.contour import ContourSet
 
-__all__ = ["depth_contours", "depth_histogram", "depth_scatter", "explain"]
+__all__ = ["ddplot", "depth_contours", "depth_histogram", "depth_scatter", "explain"]
 
 _INSTALL_HINT = 'daskdepth.plot needs matplotlib: pip install "daskdepth[plot]"'
 
@@ -419,3 +419,81 @@ def explain(model: Any, row: Any, *, n_top: int = 3, axes: Sequence[Axes] | None
     ax_profile.set_title(f"least-deep direction {j}: depth {row_depth:.3g}")
     ax_profile.legend(loc="upper right", fontsize="small")
     return ax_bar, ax_profile
+
+
+def ddplot(
+    model: Any,
+    X_ref: Any,
+    X_new: Any,
+    ax: Axes | None = None,
+    *,
+    new_model: Any = None,
+    **kwargs: Any,
+) -> Axes:
+    """The DD-plot: each row's depth w.r.t. the reference against its depth w.r.t. the new batch.
+
+    Liu, Parelius and Singh (1999, Annals of Statistics 27): when the new batch
+    has the reference's distribution the points lie near the diagonal, which is
+    drawn; a location change bends them into a lens away from it, a scale
+    change puts the batch's rows above it and the reference's below (or the
+    reverse).  The depth w.r.t. the new batch needs a model fitted on it:
+    ``sklearn.base.clone(model)`` (same parameters, ``random_state`` included)
+    is fitted on ``X_new`` unless ``new_model`` is given.  Both row sets are
+    scored by both models (dask inputs are computed: pass samples of large
+    data).  :func:`daskdepth.drift` gives the test that goes with the plot.
+
+    Parameters
+    ----------
+    model : fitted estimator
+        Fitted on the reference rows (anything with ``score_samples`` and
+        scikit-learn's ``get_params``).
+    X_ref, X_new : array-like of shape (n, n_features)
+        Reference rows and the new batch.
+    ax : matplotlib Axes, optional
+        Axes to draw on; default the current Axes.
+    new_model : fitted estimator, optional
+        A model already fitted on ``X_new`` (default: a clone of ``model`` fitted here).
+    **kwargs
+        Passed to both ``scatter`` calls (e.g. ``s=4``).
+
+    Returns
+    -------
+    matplotlib.axes.Axes
+        The Axes drawn on: two point sets (reference, new batch) and the diagonal.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from matplotlib.figure import Figure  # no pyplot: works without a display
+    >>> import daskdepth
+    >>> from daskdepth.plot import ddplot
+    >>> rng = np.random.default_rng(0)
+    >>> X, Y = rng.normal(size=(500, 2)), rng.normal(size=(400, 2)) + 1
+    >>> model = daskdepth.IRW(random_state=0).fit(X)
+    >>> ax = ddplot(model, X, Y, ax=Figure().subplots())
+    >>> len(ax.collections), ax.lines[0].get_label()
+    (2, 'diagonal')
+    """
+    # Imported here: scikit-learn's clone is needed only for the DD-plot.
+    from sklearn.base import clone
+
+    ax = _axes(ax)
+    if new_model is None:
+        new_model = clone(model).fit(X_new)
+    kwargs.setdefault("s", 6)
+    kwargs.setdefault("alpha", 0.6)
+    top = 0.0
+    for rows, label, color in ((X_ref, "reference rows", "tab:blue"),
+                               (X_new, "new batch", "tab:orange")):
+        d_ref = np.asarray(model.score_samples(rows), dtype=np.float64).ravel()
+        d_new = np.asarray(new_model.score_samples(rows), dtype=np.float64).ravel()
+        ax.scatter(d_ref, d_new, label=label, color=color, **kwargs)
+        finite = np.concatenate([d_ref[np.isfinite(d_ref)], d_new[np.isfinite(d_new)]])
+        top = max(top, float(finite.max()) if finite.size else 0.0)
+    ax.plot([0.0, top], [0.0, top], color="black", linestyle="--", linewidth=1,
+            label="diagonal")
+    ax.set_xlabel("depth w.r.t. the reference")
+    ax.set_ylabel("depth w.r.t. the new batch")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.legend()
+    return ax
