@@ -2,7 +2,7 @@
 
 With a summary small enough to be copied to every worker, the histogram pass
 folds the row chunks of each worker (thread) into one set of counts, in place,
-on that worker (:func:`daskdepth.runtime.shards.row_groups`), and only those
+on that worker (:func:`daskdepth.runtime.placement.row_groups`), and only those
 partial counts are reduced: no row chunk moves, and the bytes moved between
 workers do not grow with the number of rows.  The counts add exactly, so the
 result is the bits of the single-process fit whatever the workers.
@@ -33,9 +33,9 @@ import daskdepth.runtime.memory
 from daskdepth.cli import main
 from daskdepth.runtime.client import listen_to_phases
 from daskdepth.runtime.keys import task_prefix
+from daskdepth.runtime.placement import RowGroup, fold_homes, row_groups
 from daskdepth.runtime.reads import chunk_reads
 from daskdepth.runtime.replicas import block_ranks, replica_groups, replica_width, replicate
-from daskdepth.runtime.shards import RowGroup, fold_homes, row_groups
 
 pytestmark = pytest.mark.timeout(600)
 
@@ -497,10 +497,10 @@ def test_replica_groups_chain_shards_in_block_order_when_sums_are_not_exact(repl
 def _replicated_fit(monkeypatch: pytest.MonkeyPatch, x: Any, width: int,
                     tol: float = TOL) -> daskdepth.IRW:
     """A fit whose summary is sharded and whose passes run in replica groups of ``width``."""
-    import daskdepth.fitting.summaries
+    import daskdepth.runtime.plan
 
     monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)
-    monkeypatch.setattr(daskdepth.fitting.summaries, "pass_width", lambda *a, **k: width)
+    monkeypatch.setattr(daskdepth.runtime.plan, "pass_width", lambda *a, **k: width)
     model = daskdepth.IRW(n_directions=RM, tol=tol, random_state=5).fit(x)
     assert all(hasattr(b, "future") for b in model.summary_.blocks), "not sharded"
     return model

@@ -22,7 +22,8 @@ import daskdepth.passes.scoring
 import daskdepth.runtime.memory
 import daskdepth.summary.statistics
 from daskdepth.errors import ModelFormatError
-from daskdepth.runtime.shards import ClusterBlock, spread_runs
+from daskdepth.runtime.placement import spread_runs
+from daskdepth.runtime.shards import ClusterBlock
 from daskdepth.storage.blockstore import StoredBlock
 from daskdepth.summary.blocks import is_handle, sums_are_exact
 

@@ -43,7 +43,8 @@ class LeafDepth(DepthDetector):
                            covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
                            nan_policy=self.nan_policy, whiten=self._whitens(),
                            statistic=self._statistic,
-                           frame=getattr(self, "frame", "correlation"))
+                           frame=getattr(self, "frame", "correlation"),
+                           overfull=getattr(self, "_pilot_overfull", 1.0))
         # The training rows' depths, when the fit computed them, for scoring the same
         # rows again: keyed on their content, never on the object's identity.
         known = fitted.train_depth is not None

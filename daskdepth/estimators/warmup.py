@@ -48,7 +48,6 @@ from sklearn.base import clone
 
 from ..errors import ClusterSettingWarning, user_stacklevel
 from ..fitting.offset import SAMPLE_SIZE
-from ..fitting.summaries import overfull_pilot
 from ..runtime.client import (
     PROFILER_CHOICE,
     TASK_PROFILER,
@@ -80,7 +79,8 @@ MINI_DIRECTIONS = 33
 MINI_TOL = 1e-2
 #: The miniature's pilot leaves aim at this many times their usual size, so that
 #: the histogram finds leaves too heavy and the refinement runs, as in large jobs
-#: (:func:`daskdepth.fitting.summaries.overfull_pilot`).
+#: (:func:`daskdepth.fitting.summaries.pilot_aim`; the miniature's ``_pilot_overfull``,
+#: which a depth with leaf summaries passes to its fit).
 MINI_OVERFULL = 3.0
 
 
@@ -132,8 +132,10 @@ def run_miniature(estimator: Any, n_features: int) -> None:
     n = max(MINI_CHUNK, min(MINI_ROWS, MINI_BYTES // (8 * n_features)))
     rows = np.random.default_rng(0).standard_normal((n, n_features))
     x = da.from_array(rows, chunks=(MINI_CHUNK, n_features))
-    with unheard_phases(), overfull_pilot(MINI_OVERFULL), dask.config.set(scheduler="sync"):
-        mini = miniature(estimator).fit(x)
+    mini = miniature(estimator)
+    mini._pilot_overfull = MINI_OVERFULL  # read by the fit of a depth with leaf summaries
+    with unheard_phases(), dask.config.set(scheduler="sync"):
+        mini.fit(x)
         mini.score_samples(x).compute()
 
 

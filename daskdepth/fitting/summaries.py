@@ -1,13 +1,17 @@
-"""Fitting the per-direction leaf summaries: the pilot, histogram and refinement phases."""
+"""Fitting the per-direction leaf summaries: the pilot, histogram and refinement phases.
+
+The leaf algorithm only: what each phase computes (pilot leaves planned from
+a row sample, exact counts, the refinement of leaves too heavy for ``tol``).
+Where a pass runs (copied to every worker, sharded, in replica groups) is
+decided by :func:`daskdepth.runtime.plan.pass_plan`, and the pass's graph is
+built by :mod:`daskdepth.passes.leaves`.
+"""
 
 from __future__ import annotations
 
-import contextlib
-import logging
 import operator
-import threading
 import warnings
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -22,82 +26,42 @@ from ..kernels.routing import project_columns
 from ..passes.leaves import (
     BlockTask,
     Collected,
-    Replicated,
     Wanted,
     collect_graph,
     histogram_graph,
 )
 from ..passes.moments import sample_columns
-from ..runtime.client import active_client, broadcast, phase
+from ..runtime.client import active_client, phase
 from ..runtime.keys import key_name
 from ..runtime.memory import BYTES_PER_PILOT_LEAF, MAX_DIRECTIONS_PER_BLOCK
+from ..runtime.placement import compute_spread, on_worker, turns, worker_count
+from ..runtime.plan import pass_plan
 from ..runtime.reads import ChunkRead, chunk_reads
-from ..runtime.replicas import pass_width, replicate
-from ..runtime.shards import (
-    ClusterBlock,
-    RowGroup,
-    Shard,
-    chunk_owners,
-    compute_spread,
-    fold_homes,
-    graph_ref,
-    local_copies,
-    on_worker,
-    realize,
-    row_groups,
-    shards,
-    share,
-    spread_runs,
-    turns,
-    worker_count,
-    worker_threads,
-)
+from ..runtime.shards import ClusterBlock, realize, share
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
 from ..summary.statistics import MEAN, Statistic
 
-logger = logging.getLogger(__name__)
-
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
 PILOT_GUARD = 0.4
 
-#: This thread's pilot leaves aim at ``factor`` times the row limit (:func:`overfull_pilot`).
-_pilot_aim = threading.local()
+def pilot_aim(cap: int, overfull: float = 1.0) -> float:
+    """Rows a pilot leaf is planned to hold, for a row limit ``cap`` (sampled rows scaled up).
 
-
-@contextlib.contextmanager
-def overfull_pilot(factor: float = 4.0) -> Iterator[None]:
-    """Pilot leaves planned in this thread inside aim at ``factor`` times the row limit.
-
-    Most of them then come back from the histogram too heavy, and the fit
-    refines them: the warm-up's miniature fit
-    (:mod:`daskdepth.estimators.warmup`) passes through every phase of a large
-    fit this way, a hundred times smaller.  The fit's bound still meets
-    ``tol`` (the refinement sees to it); only the passes differ.  Local
-    schedulers only: the pilot tasks must run in this thread.
+    ``overfull`` times :data:`PILOT_GUARD` of the limit: above 1 most pilot
+    leaves come back from the histogram too heavy, and the fit refines them
+    (the warm-up's miniature fit, :mod:`daskdepth.estimators.warmup`, passes
+    through every phase of a large fit this way, a hundred times smaller).
 
     Examples
     --------
-    >>> with overfull_pilot():
-    ...     pilot_aim(100)
-    160.0
-    >>> pilot_aim(100)
-    40.0
+    >>> pilot_aim(100), pilot_aim(100, overfull=4.0)
+    (40.0, 160.0)
     """
-    before = getattr(_pilot_aim, "factor", 1.0)
-    _pilot_aim.factor = float(factor)
-    try:
-        yield
-    finally:
-        _pilot_aim.factor = before
-
-
-def pilot_aim(cap: int) -> float:
-    """Rows a pilot leaf is planned to hold, for a row limit ``cap`` (sampled rows scaled up)."""
-    return PILOT_GUARD * cap * getattr(_pilot_aim, "factor", 1.0)
+    return PILOT_GUARD * cap * float(overfull)
 
 
 @dataclass
@@ -126,7 +90,7 @@ def leaf_cap(n: int, tol: float) -> int:
 
 
 def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
-                 tol: float) -> BlockLeaves:
+                 tol: float, overfull: float = 1.0) -> BlockLeaves:
     """Leaf keys of one direction block planned from a row sample (in memory).
 
     Each direction's sorted sampled projections are cut greedily into leaves of
@@ -134,13 +98,13 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     the sample is the whole data the cut is exact and the leaves come back
     finished; otherwise a pass over the data counts them.  Directions are
     projected and sorted one at a time, so the working set stays a few
-    sample-sized vectors.
+    sample-sized vectors.  ``overfull`` as for :func:`pilot_aim`.
     """
     s = sample_c.shape[0]
     mb = j1 - j0
     exact = s == n
     cap = leaf_cap(n, tol)
-    target = cap if exact else pilot_aim(cap)
+    target = cap if exact else pilot_aim(cap, overfull)
     # The same bits as the routing kernels (atoms' keys must match exactly).
     proj = np.empty((1, s))
     columns = np.ascontiguousarray(sample_c.T)
@@ -165,10 +129,10 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
 
 
 def _pilot_task(columns: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
-                tol: float) -> BlockLeaves:
+                tol: float, overfull: float = 1.0) -> BlockLeaves:
     # The sample is shared transposed (features x rows, C order): its transpose is
     # the row view pilot_leaves takes, which it projects without a copy.
-    block = pilot_leaves(columns.T, v, j0, j1, n, tol)
+    block = pilot_leaves(columns.T, v, j0, j1, n, tol, overfull)
     if isinstance(block, BlockLeaves) and block.lut is not None:  # exact: fitted
         return block.without_counts()
     return block
@@ -311,7 +275,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   statistic: Statistic = MEAN,
                   wave_directions: Callable[[], int] | None = None,
                   shard: bool = True,
-                  source: Any = None) -> tuple[DepthSummary, FitInfo]:
+                  source: Any = None,
+                  overfull: float = 1.0) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
@@ -337,6 +302,9 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     (:func:`~daskdepth.passes.moments.moments_pass` with ``keep``): on a
     cluster the centred sample the pilots read is then made from it where it
     is (:func:`~daskdepth.passes.moments.sample_columns`, which releases it).
+    ``overfull``: the pilot leaves aim at that many times their usual size
+    (:func:`pilot_aim`), so that the refinement runs; the bound still meets
+    ``tol``, only the passes differ.
     """
     ranges = direction_blocks(directions.shape[0], block_size)
     if source is not None and active_client() is not None:
@@ -371,7 +339,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                                * block_size)]
         wave_token = f"{token}.{w}" if w else token
         pilots = pilot_phase(columns, directions, [ranges[b] for b in wave], n, tol,
-                             wave_token, place=(wave, len(ranges)), keep=shard)
+                             wave_token, place=(wave, len(ranges)), keep=shard,
+                             overfull=overfull)
         done.update(zip(wave, histogram_phase(x, location, shared, pilots, n, tol, wave_token),
                         strict=True))
         del pilots  # the pilot leaves of this wave are released before the next is planned
@@ -389,7 +358,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 
 def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
                 n: int, tol: float, token: str, exact: bool = False,
-                place: tuple[list[int], int] | None = None, keep: bool = True) -> list[Any]:
+                place: tuple[list[int], int] | None = None, keep: bool = True,
+                overfull: float = 1.0) -> list[Any]:
     """Leaves of every block planned from the row sample, one task per block.
 
     ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
@@ -398,10 +368,11 @@ def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     there; ``place`` is ``(indices, total)`` for a wave of the blocks ``indices``
     of ``total``, spread as if all were planned at once (even shares per worker).
     Without ``keep`` they come back here (:func:`~daskdepth.runtime.shards.realize`).
+    ``overfull`` as for :func:`pilot_aim`.
     """
     pilots = [
         delayed(_pilot_task, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
-                                        j0, j1, n, tol,
+                                        j0, j1, n, tol, overfull,
                                         dask_key_name=(key_name("pilot", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
@@ -451,105 +422,6 @@ def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     return blocks, in_sample
 
 
-class Layout(NamedTuple):
-    """How a pass reads blocks: their graph references, shards, chaining, workers."""
-
-    refs: list[Any]
-    groups: list[Shard] | None
-    chain: bool
-    workers: list[str | None]
-
-
-def _shard_layout(blocks: list[Any], token: str) -> Layout:
-    """Blocks kept on a cluster are read per shard, on their workers, chunks chained.
-
-    Blocks held here are copied to every worker of a cluster (a summary too
-    small to shard): the pass's tasks then run where the row chunks are.
-    """
-    if blocks and active_client() is not None and not any(is_handle(b) for b in blocks):
-        refs = [broadcast(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
-        return Layout(refs, None, False, [None] * len(blocks))
-    refs = [graph_ref(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
-    if blocks and all(isinstance(b, ClusterBlock) for b in blocks):
-        groups = shards([b.future for b in blocks], keep_order=False, by_thread=True)
-        workers: list[str | None] = [None] * len(blocks)
-        for shard in groups:
-            for i in shard.blocks:
-                workers[i] = shard.worker
-        return Layout(refs, groups, True, workers)
-    return Layout(refs, None, False, [None] * len(blocks))
-
-
-class Folded(NamedTuple):
-    """A copied summary's pass folded where the rows are: groups, workers' keys, homes' refs."""
-
-    rows: list[RowGroup] | None
-    local: dict[str | None, list[Any]] | None
-    lay: Layout
-
-
-def _pass_layout(x: da.Array, blocks: list[Any], token: str, gated: bool) -> Folded:
-    """How a leaf pass reads ``blocks``: folded where the rows are, or per shard.
-
-    Blocks held here, on a cluster, are copied to every worker (a summary too
-    small to shard), and the pass folds the row chunks where they are
-    (:func:`row_groups`; ``gated``: the chunks are read in their turn).  Each
-    worker reads its own key of every block (:func:`local_copies`), made from
-    a key of the graph rather than a scattered object, so that a lost
-    worker's keys are computed again; each block is finished on its home
-    worker (:func:`fold_homes`).  Otherwise :func:`_shard_layout`.
-    """
-    copied = (bool(blocks) and active_client() is not None
-              and not any(is_handle(b) for b in blocks))
-    rows = row_groups(x, gated) if copied else None
-    if not rows:
-        return Folded(None, None, _shard_layout(blocks, token))
-    refs = [graph_ref(b, key_name("bin", token, i)) for i, b in enumerate(blocks)]
-    homes = fold_homes(rows, len(blocks))
-    local = local_copies(refs, [g.worker for g in rows], key_name("bin", token, "at"))
-    return Folded(rows, local, Layout([local[h][i] for i, h in enumerate(homes)], None, False,
-                                      homes))
-
-
-def replica_plan(x: da.Array, blocks: list[Any], lay: Layout, shared: Shared,
-                 token: str) -> Replicated | None:
-    """Replica groups for one pass over sharded ``blocks``, where they move fewer bytes.
-
-    A pass over blocks sharded on ``W`` workers sends every row chunk to
-    every worker; with enough rows (:func:`~daskdepth.runtime.replicas.pass_width`)
-    the blocks are copied to ``W // k`` groups of ``k`` workers instead
-    (:func:`~daskdepth.runtime.replicas.replicate`), each group processes the
-    row chunks its workers hold, and only each group's partial results of a
-    block travel to the block's worker, where it is finished.  None (the
-    sharded pass as it is) without sharded blocks, with a single worker, when
-    some row chunk is neither held on the cluster nor read in its turn, or
-    when copying the blocks would move more than the rows.
-    """
-    client = active_client()
-    if lay.groups is None or client is None or not blocks:
-        return None
-    threads = worker_threads(client)
-    workers = list(threads)
-    owners = chunk_owners(x, workers, strict=shared.reads is None)
-    if len(workers) < 2 or owners is None:
-        return None
-    nbytes = sum(int(b.nbytes) for b in blocks)
-    k = pass_width(int(x.shape[0]) * int(x.shape[1]) * 8, nbytes, len(workers))
-    logger.debug("pass %s over %d blocks (%d bytes) of %d rows: groups of k = %d of %d workers",
-                 token, len(blocks), nbytes, x.shape[0], min(k, len(workers)), len(workers))
-    if k >= len(workers):
-        return None
-    copies = replicate(blocks, [b.future for b in blocks], nbytes,
-                       key_name("bin", token, "copy"), keep_order=False, width=k)
-    # One chain per thread of a worker, as the sharded pass has (contiguous runs of blocks).
-    shards = [[Shard(s.worker, [s.blocks[j] for j in run]) for s in group
-               for run in spread_runs(len(s.blocks), threads.get(s.worker or "", 1)) if len(run)]
-              for group in copies.shards]
-    chunks = [[i for i, o in enumerate(owners) if copies.group(o) == g]
-              for g in range(len(copies.groups.members))]
-    return Replicated(copies.futures, shards, chunks, owners, list(lay.workers))
-
-
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves.
@@ -557,23 +429,19 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
     freed once its finished block is computed): the caller drops them.
     """
-    fold = _pass_layout(x, blocks, token, shared.reads is not None)
-    lay = fold.lay
-    with phase("histogram"):  # the replica groups' copies are the phase's too
+    with pass_plan(blocks, token, x, shared.reads, "histogram") as plan:
         outs = histogram_graph(x, location, shared.directions,
-                               [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, lay.refs,
+                               [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, plan.refs,
                                                                          strict=True)],
-                               token=token, groups=lay.groups, chain=lay.chain,
-                               reads=shared.reads, rows=fold.rows, local=fold.local,
-                               replicas=replica_plan(x, blocks, lay, shared, token))
+                               token=token, plan=plan, reads=shared.reads)
         cap = leaf_cap(n, tol)
         finished = []
-        for i, (ref, out) in enumerate(zip(lay.refs, outs, strict=True)):
-            with on_worker(lay.workers[i]):
+        for i, (ref, out) in enumerate(zip(plan.refs, outs, strict=True)):
+            with on_worker(plan.homes[i]):
                 finished.append(delayed(finish_block, pure=True)(
                     ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
         return realize(finished, n, key_name("build", token, "meta"),
-                       keep=lay.groups is not None, replaces=blocks)
+                       keep=plan.kept, replaces=blocks)
 
 
 def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
@@ -590,28 +458,24 @@ def refine_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list
         return blocks, 0
     cap = leaf_cap(n, tol)
     chosen = [blocks[i] for i in todo]
-    fold = _pass_layout(x, chosen, f"{token}.refine", shared.reads is not None)
-    lay = fold.lay
     blocks = list(blocks)
-    with phase("refine"):  # the replica groups' copies are the phase's too
+    with pass_plan(chosen, f"{token}.refine", x, shared.reads, "refine") as plan:
         wanted = []
-        for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
-            with on_worker(lay.workers[k]):
+        for k, (i, ref) in enumerate(zip(todo, plan.refs, strict=True)):
+            with on_worker(plan.homes[k]):
                 wanted.append(delayed(wanted_leaves, pure=True)(
                     ref, picks[i], n, tol, dask_key_name=(key_name("hone", token, "wanted"), i)))
         outs = collect_graph(
             x, location, shared.directions,
-            [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, lay.refs, strict=True)], wanted,
-            token=token, groups=lay.groups, chain=lay.chain, reads=shared.reads,
-            rows=fold.rows, local=fold.local,
-            replicas=replica_plan(x, chosen, lay, shared, f"{token}.refine"))
+            [BlockTask(b.j0, b.j1, r) for b, r in zip(chosen, plan.refs, strict=True)], wanted,
+            token=token, plan=plan, reads=shared.reads)
         refined = []
-        for k, (i, ref, out) in enumerate(zip(todo, lay.refs, outs, strict=True)):
-            with on_worker(lay.workers[k]):
+        for k, (i, ref, out) in enumerate(zip(todo, plan.refs, outs, strict=True)):
+            with on_worker(plan.homes[k]):
                 refined.append(delayed(split_block, pure=True)(
                     ref, out, cap, n, dask_key_name=(key_name("split", token), i)))
         for i, block in zip(todo, realize(refined, n, key_name("split", token, "meta"),
-                                          keep=lay.groups is not None, replaces=chosen),
+                                          keep=plan.kept, replaces=chosen),
                             strict=True):
             blocks[i] = block
     return blocks, 1
@@ -624,15 +488,15 @@ def final_blocks(blocks: list[Any], n: int, token: str) -> list[Any]:
         return blocks
     if not any(isinstance(blocks[i], ClusterBlock) for i in todo):  # held here: no task
         return [_without_counts(b) if i in todo else b for i, b in enumerate(blocks)]
-    lay = _shard_layout([blocks[i] for i in todo], f"{token}.final")
-    tasks = []
-    for k, (i, ref) in enumerate(zip(todo, lay.refs, strict=True)):
-        with on_worker(lay.workers[k]):
-            tasks.append(delayed(_without_counts, pure=True)(
-                ref, dask_key_name=(key_name("build", token, "final"), i)))
+    with pass_plan([blocks[i] for i in todo], f"{token}.final") as plan:
+        tasks = []
+        for k, (i, ref) in enumerate(zip(todo, plan.refs, strict=True)):
+            with on_worker(plan.homes[k]):
+                tasks.append(delayed(_without_counts, pure=True)(
+                    ref, dask_key_name=(key_name("build", token, "final"), i)))
     blocks = list(blocks)
     for i, block in zip(todo, realize(tasks, n, key_name("build", token, "final", "meta"),
-                                      keep=lay.groups is not None,
+                                      keep=plan.kept,
                                       replaces=[blocks[i] for i in todo]),
                         strict=True):
         blocks[i] = block

@@ -27,18 +27,10 @@ from ..kernels.top import merge_top
 from ..runtime.client import active_client
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.memory import shard_summary
+from ..runtime.placement import on_worker, placed, row_groups, shards
+from ..runtime.plan import scored_by_shard
 from ..runtime.reads import ChunkRead, chunk_reads, gate, passed
-from ..runtime.shards import (
-    ClusterBlock,
-    hold,
-    local_copies,
-    on_worker,
-    placed,
-    row_groups,
-    shards,
-    token_after,
-)
+from ..runtime.shards import hold, local_copies, token_after
 from ..summary.depth import DepthSummary
 from ..summary.explain import block_top, explain_packed, explain_summary, inverse_scales
 from ..summary.projection import ProjectionSummary
@@ -152,11 +144,7 @@ def explain_array(x: da.Array, summary: Explained, scales: np.ndarray,
     client = active_client()
     width = 3 * k + summary.directions.shape[1]
     meta = np.empty((0, 0), dtype=np.float64)
-    sharded = (client is not None and isinstance(summary, DepthSummary)
-               and bool(summary.blocks) and x.shape[0] != 0
-               and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
-                    or shard_summary(summary.nbytes)))
-    if sharded:
+    if scored_by_shard(summary, x.shape[0]):
         return _explain_sharded(x, summary, scales, k, raise_nan, token, width)
     ref, token = _local_summary(summary, token)
     name = key_name("why", token)

@@ -7,7 +7,9 @@ reads.  On the local schedulers each block is a group of its own; on a cluster
 a group is the blocks one worker holds (:mod:`daskdepth.runtime.shards`), so the
 row chunks travel to the blocks and the blocks stay where they are, and each
 chunk is read in its turn (:mod:`daskdepth.runtime.reads`): a worker whose
-shard lags holds no more chunks than the others.
+shard lags holds no more chunks than the others.  Which of these ways a pass
+runs (or folded where the rows are, or in replica groups) is the pass's
+:class:`~daskdepth.runtime.plan.PassPlan`, read in one place (:func:`leaf_pass`).
 """
 
 from __future__ import annotations
@@ -24,8 +26,9 @@ from dask.delayed import Delayed, delayed
 
 from ..runtime.graph import row_blocks, tree_reduce
 from ..runtime.keys import key_name
+from ..runtime.placement import RowGroup, Shard, fold_homes, on_worker
+from ..runtime.plan import PassPlan, Replicated
 from ..runtime.reads import ChunkRead, gate, passed
-from ..runtime.shards import RowGroup, Shard, fold_homes, on_worker
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.nbytes import ArrayRecord
 from ..summary.rows import Rows, prepare_rows
@@ -368,11 +371,11 @@ def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence
             local: dict[str | None, list[Any]] | None) -> list[Delayed]:
     """A leaf pass over a summary every worker holds, folded where the row chunks are.
 
-    Each :class:`~daskdepth.runtime.shards.RowGroup` adds its row chunks into
+    Each :class:`~daskdepth.runtime.placement.RowGroup` adds its row chunks into
     one partial result of every block (``add``: :func:`_count_into` or
     :func:`_collect_into`), in place, chunk after chunk, on its worker; only
     those partials (one per group) are reduced, each block's on its home
-    worker (:func:`~daskdepth.runtime.shards.fold_homes`), where the caller
+    worker (:func:`~daskdepth.runtime.placement.fold_homes`), where the caller
     finishes it.  The bytes moved per pass are then about one partial per
     group, whatever the number of rows, no row chunk moves, and the tasks are
     ``chunks + groups x homes``, not ``chunks x blocks``.  Counts add exactly
@@ -422,23 +425,6 @@ def _folded(x: da.Array, location: np.ndarray, directions: Any, blocks: Sequence
                 outs[b] = delayed(pick, pure=True)(
                     total, k, dask_key_name=key_name("merge", token, verb, "block", b))
     return [o for o in outs if o is not None]
-
-
-class Replicated(NamedTuple):
-    """A sharded pass in replica groups: where each group holds the blocks, and the rows.
-
-    ``futures[g][b]`` is block ``b`` in group ``g``, ``shards[g]`` the shards
-    (worker, blocks) of group ``g``, ``chunks[g]`` the row chunks (ascending)
-    its workers hold, ``owners[i]`` the worker of chunk ``i`` and ``homes[b]``
-    the worker where block ``b``'s partial results are reduced (where it is
-    finished).
-    """
-
-    futures: list[list[Any]]
-    shards: list[list[Shard]]
-    chunks: list[list[int]]
-    owners: list[str]
-    homes: list[str | None]
 
 
 def _replicated(x: da.Array, location: np.ndarray, directions: Any,
@@ -514,54 +500,81 @@ def _collected_item(result: tuple, k: int) -> Collected:
     return _as_collected(result[k])
 
 
+class _Verb(NamedTuple):
+    """What a leaf pass computes per block: its verb and its per-chunk, merge and fold steps.
+
+    ``chunk`` computes a row chunk's partial result of a block and ``merge``
+    merges partial results; ``add`` adds a chunk in place (a fold's link),
+    ``fold_merge`` merges folded partials and ``pick`` takes a block's result
+    out of a fold's tuple.
+    """
+
+    name: str
+    chunk: Callable[..., Any]
+    merge: Callable[..., Any]
+    add: Callable[..., Any]
+    fold_merge: Callable[..., Any]
+    pick: Callable[..., Any]
+
+
+#: The histogram: exact leaf counts (and direction extremes).
+COUNT = _Verb("count", _histogram_chunk, _merge_counts, _count_into, _merge_counts,
+              operator.getitem)
+#: The refinement: the values of the wanted leaves.
+HONE = _Verb("hone", _collect_chunk, _merge_collected, _collect_into, _merge_buffers,
+             _collected_item)
+
+
+def leaf_pass(verb: _Verb, x: da.Array, location: np.ndarray, directions: Any,
+              blocks: Sequence[BlockTask], extra: Sequence[Any] | None, *, token: str,
+              plan: PassPlan, reads: list[ChunkRead] | None = None) -> list[Delayed]:
+    """Delayed results of ``verb`` per block, built the way ``plan`` says the pass runs.
+
+    The one place that picks among the ways a pass runs
+    (:class:`~daskdepth.runtime.plan.PassPlan`): in replica groups
+    (:func:`_replicated`), folded where the row chunks are over blocks copied
+    to every worker (:func:`_folded`, reading the workers' own keys
+    ``plan.local``), per shard with each thread's chain of row chunks
+    (:func:`_block_pass` with ``plan.shards``), or one task per (row chunk,
+    block) merged in a tree.  ``extra`` holds one more input per block (the
+    refinement's :class:`Wanted`), ``reads`` ``x``'s chunk reads (a chained
+    pass given them reads each chunk in its turn).  The same bits every way.
+    """
+    if not blocks:
+        return []
+    if plan.where == "replicas" and plan.replicas is not None:
+        return _replicated(x, location, directions, blocks, _ShardTask(verb.chunk, verb.merge),
+                           extra, token, verb.name, plan.replicas, reads)
+    if plan.where == "copied" and plan.rows:
+        return _folded(x, location, directions, blocks, plan.rows, verb.add, verb.fold_merge,
+                       verb.pick, extra, token, verb.name, reads, plan.local)
+    sharded = plan.where in ("sharded", "replicas")
+    return _block_pass(x, location, directions, blocks, verb.chunk, verb.merge, extra, token,
+                       verb.name, plan.shards if sharded else None, sharded, reads)
+
+
 def histogram_graph(x: da.Array, location: np.ndarray, directions: Any,
-                    blocks: Sequence[BlockTask], *, token: str,
-                    groups: Sequence[Shard] | None = None,
-                    chain: bool = False, reads: list[ChunkRead] | None = None,
-                    rows: Sequence[RowGroup] | None = None,
-                    local: dict[str | None, list[Any]] | None = None,
-                    replicas: Replicated | None = None) -> list[Delayed]:
+                    blocks: Sequence[BlockTask], *, token: str, plan: PassPlan,
+                    reads: list[ChunkRead] | None = None) -> list[Delayed]:
     """Delayed exact leaf counts (and direction extremes) of all rows, per block.
 
     Counts merge by sum and extremes by min / max, which is exact and
     independent of the chunking and of the reduction order.  ``directions``
-    is the direction matrix or a graph key holding it; ``groups``, ``chain``
-    and ``reads`` as for the blocks' shards (see :func:`_block_pass`).
-    ``rows`` (blocks copied to every worker of a cluster, no ``groups``): the
-    row chunks grouped where they are, each group's counts folded in place on
-    its worker (:func:`_folded`, which reads the blocks from ``local``).
-    ``replicas``: sharded blocks held whole by each replica group, each group
-    counting its own row chunks (:func:`_replicated`).
+    is the direction matrix or a graph key holding it; ``plan`` where the
+    pass runs and ``reads`` as for :func:`leaf_pass`.
     """
-    if replicas is not None and blocks:
-        return _replicated(x, location, directions, blocks,
-                           _ShardTask(_histogram_chunk, _merge_counts), None, token, "count",
-                           replicas, reads)
-    if rows and groups is None and blocks:
-        return _folded(x, location, directions, blocks, rows, _count_into, _merge_counts,
-                       operator.getitem, None, token, "count", reads, local)
-    return _block_pass(x, location, directions, blocks, _histogram_chunk, _merge_counts, None,
-                       token, "count", groups, chain, reads)
+    return leaf_pass(COUNT, x, location, directions, blocks, None, token=token, plan=plan,
+                     reads=reads)
 
 
 def collect_graph(x: da.Array, location: np.ndarray, directions: Any,
                   blocks: Sequence[BlockTask], wanted: Sequence[Any], *,
-                  token: str, groups: Sequence[Shard] | None = None,
-                  chain: bool = False, reads: list[ChunkRead] | None = None,
-                  rows: Sequence[RowGroup] | None = None,
-                  local: dict[str | None, list[Any]] | None = None,
-                  replicas: Replicated | None = None) -> list[Delayed]:
+                  token: str, plan: PassPlan,
+                  reads: list[ChunkRead] | None = None) -> list[Delayed]:
     """Delayed :class:`Collected` values of the rows in the wanted leaves, per block.
 
     ``wanted`` holds a :class:`Wanted` (or a task computing one) per block;
-    ``rows``, ``local`` and ``replicas`` as for :func:`histogram_graph`.
+    ``plan`` and ``reads`` as for :func:`leaf_pass`.
     """
-    if replicas is not None and blocks:
-        return _replicated(x, location, directions, blocks,
-                           _ShardTask(_collect_chunk, _merge_collected), wanted, token, "hone",
-                           replicas, reads)
-    if rows and groups is None and blocks:
-        return _folded(x, location, directions, blocks, rows, _collect_into, _merge_buffers,
-                       _collected_item, wanted, token, "hone", reads, local)
-    return _block_pass(x, location, directions, blocks, _collect_chunk, _merge_collected,
-                       wanted, token, "hone", groups, chain, reads)
+    return leaf_pass(HONE, x, location, directions, blocks, wanted, token=token, plan=plan,
+                     reads=reads)

@@ -35,22 +35,11 @@ from ..errors import nan_rows_message
 from ..runtime.client import active_client, broadcast
 from ..runtime.graph import tree_reduce
 from ..runtime.keys import key_name
-from ..runtime.memory import shard_summary
+from ..runtime.placement import RowGroup, chunk_owners, on_worker, placed, row_groups
+from ..runtime.plan import scored_by_shard
 from ..runtime.reads import ChunkRead, chunk_reads, gate, passed
 from ..runtime.replicas import replicate
-from ..runtime.shards import (
-    ClusterBlock,
-    RowGroup,
-    chunk_owners,
-    graph_ref,
-    hold,
-    local_copies,
-    on_worker,
-    placed,
-    row_groups,
-    share,
-    token_after,
-)
+from ..runtime.shards import graph_ref, hold, local_copies, share, token_after
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.rows import Rows, prepare_rows
@@ -324,11 +313,7 @@ def score_array(x: da.Array, summary: Any, *, raise_nan: bool, token: str,
     # On a cluster, a depth summary too large to copy to every worker (or one whose
     # fit left it sharded there) is scored where its blocks are; a smaller one is
     # copied to every worker, and rows are scored where they are.
-    sharded = (isinstance(summary, DepthSummary) and active_client() is not None
-               and bool(summary.blocks) and x.shape[0] != 0
-               and (any(isinstance(b, ClusterBlock) for b in summary.blocks)
-                    or shard_summary(summary.nbytes)))
-    if sharded:
+    if scored_by_shard(summary, x.shape[0]):
         out = _score_sharded(x, summary, statistic, raise_nan, token)
         # Computed directly, the arrays keep their shard tasks on the shards' workers.
         return (placed(out[:, 0]), placed(out[:, 1])) if std else placed(out)

@@ -230,7 +230,7 @@ def keep_placement() -> Any:
 
     dask.array's low-level fusion flattens a graph and drops its layers'
     annotations, among them the worker each shard task of the scoring must run
-    on (:func:`daskdepth.runtime.shards.on_worker`); without them a task may
+    on (:func:`daskdepth.runtime.placement.on_worker`); without them a task may
     run where its row chunk is and copy the shard there.  The scoring tasks
     are coarse, so not fusing them costs nothing.
     """

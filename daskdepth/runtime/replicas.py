@@ -30,8 +30,8 @@ from dask.delayed import delayed
 from distributed import Future
 
 from . import memory as budget
-from .placement import keep_placed
-from .shards import ClusterBlock, Shard, _same, on_worker, shards_of, spread_runs, worker_threads
+from .placement import Shard, keep_placed, on_worker, shards_of, spread_runs, worker_threads
+from .shards import ClusterBlock, _same
 
 
 def replica_width(nbytes: int, workers: int, memory: budget.WorkerMemory | None = None) -> int:
@@ -157,7 +157,7 @@ def replicate(blocks: Sequence[Any], futures: Sequence[Future], nbytes: int, nam
     ``width`` defaults to :func:`replica_width` of ``nbytes``.  Copies are
     tasks named ``(name, group, block)`` placed on their worker; those of a
     :class:`~daskdepth.runtime.shards.ClusterBlock` are kept with it and
-    reused.  ``keep_order`` as for :func:`~daskdepth.runtime.shards.shards`.
+    reused.  ``keep_order`` as for :func:`~daskdepth.runtime.placement.shards`.
     """
     client = futures[0].client
     workers = list(worker_threads(client))

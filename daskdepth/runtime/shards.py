@@ -1,14 +1,15 @@
-"""Direction blocks kept on the cluster: each in one worker's memory, never gathered whole.
+"""Held blocks: direction blocks kept in the memory of the cluster's workers, never gathered.
 
 With a distributed client, the blocks a fit computes stay on the workers that
 computed them; the client keeps a :class:`ClusterBlock` per block (its
 :class:`~daskdepth.summary.blocks.BlockMeta` and the future of the block).
-The passes that read blocks run their tasks per *shard*: the blocks of one
-worker, taken together (:func:`shards`), so rows move to the blocks and blocks
-never move.  Blocks are spread over the workers in contiguous runs
-(:func:`realize` with ``spread``), so the summary memory per worker falls as
-workers are added.  Blocks held in this process (local schedulers, a model
-fitted without a cluster) are handed to the graph as keys.
+This module makes and holds such blocks (:func:`realize`, :func:`hold`,
+:func:`share`, :func:`local_copies`) and says how a task reads one
+(:func:`graph_ref`); where the tasks that read them run is
+:mod:`daskdepth.runtime.placement`'s job, and which of the ways a pass runs
+(copied, sharded, in replica groups) is :mod:`daskdepth.runtime.plan`'s.
+Blocks held in this process (local schedulers, a model fitted without a
+cluster) are handed to the graph as keys.
 
 A lost worker costs recomputation only: block futures come from task graphs,
 which the scheduler keeps and reruns for lost keys.
@@ -19,20 +20,18 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterator, Sequence
 from concurrent.futures import CancelledError
-from typing import Any, NamedTuple
+from typing import Any
 
 import dask
-import dask.array as da
 from dask.base import tokenize
-from dask.core import flatten
 from dask.delayed import Delayed, delayed
 from distributed import Future, wait
 
 from ..errors import SummaryLostError
 from ..summary.blocks import BlockHandle, BlockMeta, block_meta, is_handle
-from .client import active_client, sent_in_graph, worker_records
+from .client import active_client, sent_in_graph
 from .keys import unique_key
-from .placement import keep_placed
+from .placement import compute_spread, keep_placed, on_worker, spread_runs, workers_of
 
 
 class ClusterBlock(BlockHandle):
@@ -176,93 +175,6 @@ def graph_ref(block: Any, name: str) -> Any:
     return delayed(block, name=name, traverse=False)
 
 
-def worker_threads(client: Any) -> dict[str, int]:
-    """Threads of each connected worker, by address in a fixed (sorted) order."""
-    return {addr: max(1, int(w.get("nthreads") or 1))
-            for addr, w in sorted(worker_records(client).items())}
-
-
-def _workers(client: Any) -> list[str]:
-    """Addresses of the connected workers, in a fixed order."""
-    return list(worker_threads(client))
-
-
-def spread_runs(count: int, workers: int) -> list[range]:
-    """``count`` items cut into ``workers`` contiguous runs of nearly equal length.
-
-    Examples
-    --------
-    >>> [list(r) for r in spread_runs(5, 2)]
-    [[0, 1, 2], [3, 4]]
-    """
-    workers = max(1, min(workers, count)) if count else 1
-    bounds = [(count * w + workers - 1) // workers for w in range(workers + 1)]
-    return [range(bounds[w], bounds[w + 1]) for w in range(workers)]
-
-
-def spread_owner(index: int, total: int, workers: int) -> int:
-    """The worker (0 .. workers - 1) of item ``index`` of ``total`` spread in contiguous runs.
-
-    The runs of :func:`spread_runs`, item by item, so that items computed in
-    several batches (the waves of a fit) are spread as if computed at once.
-
-    Examples
-    --------
-    >>> [spread_owner(i, 5, 2) for i in range(5)]
-    [0, 0, 0, 1, 1]
-    """
-    return next(w for w, run in enumerate(spread_runs(total, workers)) if index in run)
-
-
-def turns(count: int, workers: int) -> list[int]:
-    """Items ``0 .. count - 1`` in an order that takes turns over their workers' runs.
-
-    Items computed in batches in this order (the waves of a fit) keep every
-    worker busy in every batch, and still end in contiguous runs per worker
-    (:func:`spread_owner`).
-
-    Examples
-    --------
-    >>> turns(5, 2)
-    [0, 3, 1, 4, 2]
-    """
-    runs = [list(r) for r in spread_runs(count, workers)]
-    return [run[k] for k in range(max((len(r) for r in runs), default=0))
-            for run in runs if k < len(run)]
-
-
-def worker_count() -> int:
-    """Workers of the active distributed client (1 without one)."""
-    client = active_client()
-    return max(1, len(_workers(client))) if client is not None else 1
-
-
-def compute_spread(client: Any, tasks: Sequence[Delayed],
-                   place: tuple[Sequence[int], int] | None = None) -> list[Future]:
-    """Compute ``tasks`` in contiguous runs per worker (loosely: any worker if one is lost).
-
-    ``place`` is ``(indices, total)`` when the tasks are the items ``indices``
-    of ``total`` spread over several calls: each goes to the worker of its
-    place among all of them (:func:`spread_owner`), so that the runs stay even.
-    """
-    workers = _workers(client)
-    if len(workers) <= 1:
-        return list(client.compute(list(tasks)))
-    keep_placed(client)
-    indices, total = place if place is not None else (range(len(tasks)), len(tasks))
-    owners = [spread_owner(i, total, len(workers)) for i in indices]
-    out: list[Future | None] = [None] * len(tasks)
-    for w, addr in enumerate(workers):
-        run = [i for i, o in enumerate(owners) if o == w]
-        if not run:
-            continue
-        futures = client.compute([tasks[i] for i in run], workers=[addr],
-                                 allow_other_workers=True)
-        for i, f in zip(run, futures, strict=True):
-            out[i] = f
-    return [f for f in out if f is not None]
-
-
 def realize(blocks: Sequence[Delayed], n: int, name: str, *, spread: bool = False,
             finished: bool = True, place: tuple[Sequence[int], int] | None = None,
             keep: bool = True, replaces: Sequence[Any] = ()) -> list[Any]:
@@ -342,7 +254,7 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
             out[i] = f
     if local:
         local.sort()
-        workers = _workers(client)
+        workers = workers_of(client)
         runs = spread_runs(len(local), max(1, len(workers)))
         for addr, run in zip(workers or [None], runs, strict=False):
             items = [blocks[local[k]] for k in run]
@@ -361,139 +273,6 @@ def hold(blocks: Sequence[Any], name: str) -> list[Future]:
                 out[local[k]] = future
     wait(out)
     return out
-
-
-class Shard(NamedTuple):
-    """Blocks (indices, in block order) read together, and the worker that holds them."""
-
-    worker: str | None
-    blocks: list[int]
-
-
-def shards(futures: Sequence[Future], *, keep_order: bool,
-           by_thread: bool = False) -> list[Shard]:
-    """Blocks grouped by the worker that holds them, in the order of their first block.
-
-    With ``keep_order``, each group is a run of consecutive blocks on one
-    worker (so that groups processed in order visit the blocks in order);
-    otherwise all the blocks of a worker form one group, or with
-    ``by_thread`` one group per thread of the worker (contiguous parts of its
-    blocks), for passes that process a group's row chunks one after the
-    other.  Tasks that read a shard run on its worker (:func:`on_worker`).
-    """
-    if not futures:
-        return []
-    client = futures[0].client
-    who = client.who_has(list(futures))
-    owner = [min(who.get(f.key) or ["?"]) for f in futures]
-    return shards_of(owner, keep_order=keep_order,
-                     threads=worker_threads(client) if by_thread else None)
-
-
-def shards_of(owner: Sequence[str], *, keep_order: bool,
-              threads: dict[str, int] | None = None) -> list[Shard]:
-    """Blocks grouped by their worker ``owner[b]``, as :func:`shards` groups them.
-
-    Examples
-    --------
-    >>> shards_of(["a", "b", "a"], keep_order=True)
-    [Shard(worker='a', blocks=[0]), Shard(worker='b', blocks=[1]), Shard(worker='a', blocks=[2])]
-    >>> shards_of(["a", "b", "a"], keep_order=False)
-    [Shard(worker='a', blocks=[0, 2]), Shard(worker='b', blocks=[1])]
-    """
-    if keep_order:
-        runs: list[Shard] = []
-        for i, w in enumerate(owner):
-            if runs and runs[-1].worker == w:
-                runs[-1].blocks.append(i)
-            else:
-                runs.append(Shard(w, [i]))
-        return runs
-    by_worker: dict[str, list[int]] = {}
-    for i, w in enumerate(owner):
-        by_worker.setdefault(w, []).append(i)
-    groups = []
-    for w, members in by_worker.items():
-        parts = spread_runs(len(members), (threads or {}).get(w, 1))
-        groups += [Shard(w, [members[k] for k in part]) for part in parts if len(part)]
-    return sorted(groups, key=lambda g: g.blocks[0])
-
-
-class RowGroup(NamedTuple):
-    """Row chunks (indices, ascending) processed one after the other on one worker."""
-
-    worker: str | None
-    chunks: list[int]
-
-
-def row_groups(x: da.Array, gated: bool) -> list[RowGroup] | None:
-    """The row chunks of ``x`` grouped where they are: one group per thread of each worker.
-
-    A chunk persisted on the cluster belongs to a worker holding it; the other
-    chunks (read by their own tasks) are spread over the workers in contiguous
-    runs, and their reads placed there.  A pass that folds each group's chunks
-    into one partial result, in place, on the group's worker moves one partial
-    per group instead of one per row chunk, and no row.  None without a
-    distributed client, and when some chunk is neither held on the cluster nor
-    read in its turn (``gated``: :mod:`daskdepth.runtime.reads`): dask would
-    read such chunks as fast as workers have slots, and a group adding them one
-    after the other would let them pile up in memory.
-    """
-    client = active_client()
-    if client is None:
-        return None
-    threads = worker_threads(client)
-    workers = list(threads)
-    owner = chunk_owners(x, workers, strict=not gated)
-    if owner is None:
-        return None
-    groups: list[RowGroup] = []
-    for w in workers:
-        members = [i for i, o in enumerate(owner) if o == w]
-        parts = spread_runs(len(members), threads.get(w, 1))
-        groups += [RowGroup(w, [members[k] for k in part]) for part in parts if len(part)]
-    return groups
-
-
-def chunk_owners(x: da.Array, workers: Sequence[str], strict: bool = False) -> list[str] | None:
-    """The worker where each row chunk of ``x`` is: its holder, or a contiguous run's worker.
-
-    A chunk persisted on the cluster belongs to the first (sorted) of the
-    ``workers`` holding it; a chunk that is not held goes to the workers in
-    contiguous runs (:func:`spread_owner`), where a task placed there reads
-    it.  With ``strict``, None as soon as one chunk is not held.  None too
-    without a client or without workers.
-    """
-    client = active_client()
-    if client is None or not workers:
-        return None
-    keys = list(flatten(x.__dask_keys__()))
-    held = client.futures_of(x)
-    who = client.who_has(held) if held else {}
-    known = set(workers)
-    owner: list[str] = []
-    for i, key in enumerate(keys):
-        holders = sorted(h for h in who.get(key) or () if h in known)
-        if not holders and strict:
-            return None
-        owner.append(holders[0] if holders else workers[spread_owner(i, len(keys),
-                                                                      len(workers))])
-    return owner
-
-
-def fold_homes(rows: Sequence[RowGroup], n_blocks: int) -> list[str | None]:
-    """The worker that reduces each block's folded partials: contiguous runs over the workers.
-
-    Each worker of ``rows`` reduces (and finishes) a run of the blocks, so that
-    the reduction moves each block's partials once and its work is spread.
-
-    Examples
-    --------
-    >>> fold_homes([RowGroup("a", [0]), RowGroup("a", [1]), RowGroup("b", [2])], 3)
-    ['a', 'a', 'b']
-    """
-    homes = list(dict.fromkeys(g.worker for g in rows))
-    return [homes[spread_owner(b, n_blocks, len(homes))] for b in range(n_blocks)]
 
 
 def _same(obj: Any) -> Any:
@@ -528,44 +307,3 @@ def local_copies(refs: Sequence[Any], workers: Sequence[str | None],
         for worker, tasks in out.items():
             out[worker], k = flat[k:k + len(tasks)], k + len(tasks)
     return out
-
-
-def on_worker(worker: str | None) -> Any:
-    """Context in which the tasks created run on ``worker`` (or anywhere if it is lost).
-
-    Dask would otherwise run a task where most of its input bytes are, and a
-    row chunk often outweighs a shard's blocks: the blocks would be copied to
-    the chunks instead of the chunks to the blocks.  Idle workers do not steal
-    such tasks either (:mod:`daskdepth.runtime.placement`).
-    """
-    if worker is None or worker == "?":
-        return contextlib.nullcontext()
-    client = active_client()
-    if client is not None:
-        keep_placed(client)  # not stolen by idle workers either (once per client)
-    return dask.annotate(workers=[worker], allow_other_workers=True)
-
-
-class PlacedArray(da.Array):
-    """A dask array whose computation keeps its tasks' worker annotations.
-
-    dask.array's low-level fusion flattens a graph and drops its layers'
-    annotations (:func:`daskdepth.runtime.client.keep_placement`), among them
-    the worker each shard task must run on; without them the scheduler may
-    run a shard's task elsewhere to balance the load and copy the shard's
-    blocks there.  Computing this array directly (``compute``, ``persist``,
-    ``dask.compute``, ``client.compute``) skips that fusion; arrays derived
-    from it are ordinary dask arrays.
-    """
-
-    __slots__ = ()
-
-    @staticmethod
-    def __dask_optimize__(dsk: Any, keys: Any, **kwargs: Any) -> Any:
-        with dask.config.set({"optimization.fuse.active": False}):
-            return da.Array.__dask_optimize__(dsk, keys, **kwargs)
-
-
-def placed(array: da.Array) -> da.Array:
-    """``array`` as a :class:`PlacedArray` (the same graph, keys and chunks)."""
-    return PlacedArray(array.dask, array.name, array.chunks, meta=array._meta)
