@@ -151,3 +151,31 @@ def test_ddplot_draws_both_sets_and_the_diagonal():
     np.testing.assert_array_equal(diagonal.get_xdata(), diagonal.get_ydata())
     # a scale change: the wider batch is deeper w.r.t. itself than w.r.t. the reference
     assert np.mean(new_points[:, 1] > new_points[:, 0]) > 0.8
+
+
+def test_cli_drift_prints_q_and_exits_1_on_drift_with_alpha(tmp_path, capsys):
+    zarr = pytest.importorskip("zarr")
+    from daskdepth.cli import main
+
+    rng = np.random.default_rng(2)
+    stores = {}
+    for name, rows in (("ref", rng.normal(size=(1500, 3))), ("same", rng.normal(size=(800, 3))),
+                       ("moved", rng.normal(size=(800, 3)) + [1.0, 0.0, 0.0])):
+        stores[name] = str(tmp_path / f"{name}.zarr")
+        zarr.create_array(stores[name], data=rows, chunks=(300, 3))
+    model = str(tmp_path / "model.zarr")
+    sync = ["--scheduler", "synchronous"]
+    assert main(["fit", stores["ref"], "--model", model, "--depth", "irw", "--seed", "0", "-q",
+                 *sync]) == 0
+    capsys.readouterr()
+    assert main(["drift", model, stores["moved"], *sync]) == 0  # no --alpha: a report only
+    printed = capsys.readouterr().out
+    expected = daskdepth.drift(daskdepth.load(model), zarr.open_array(stores["moved"])[:])
+    assert f"Q = {expected.q:.4f}" in printed and f"p = {expected.p_value:.3g}" in printed
+    assert "n = 800 new rows against 1,500 reference rows" in printed
+    assert main(["drift", model, stores["moved"], "--alpha", "0.01", *sync]) == 1
+    assert "drift at level 0.01" in capsys.readouterr().out
+    assert main(["drift", model, stores["same"], "--alpha", "0.01", *sync]) == 0
+    assert "no drift at level 0.01" in capsys.readouterr().out
+    assert main(["drift", model, stores["same"], "--alpha", "2"]) == 2  # a usage error
+    assert "between 0 and 1" in capsys.readouterr().err

@@ -1,4 +1,4 @@
-"""The jobs of the command line: ``score``, ``fit``, ``apply`` and ``info``.
+"""The jobs of the command line: ``score``, ``fit``, ``apply``, ``drift`` and ``info``.
 
 Every job checks its output path and opens its input before it starts a
 cluster, so that a bad command fails at once; it then fits and/or scores on
@@ -27,6 +27,7 @@ import numpy as np
 from ..errors import InputError, MissingInputError, OutputError
 from ..estimators import DepthDetector, make_estimator
 from ..estimators.base import capable
+from ..estimators.drift import drift
 from ..estimators.inputs import samples_first
 from ..estimators.warmup import warm_workers
 from ..io.inputs import ZarrInput, open_input
@@ -438,6 +439,36 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     ui.result(f"wrote the {str(model.depth_name).upper()} depth of {source.shape[0]:,} rows to "
               f"{target} in {time.time() - start:.1f} s{flagged_text(flagged, source.shape[0])}")
     return 0
+
+
+# --------------------------------------------------------------------------- drift
+
+
+def cmd_drift(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth drift MODEL INPUT [--alpha A]``: exit status 1 when ``p < A``."""
+    if not is_model(args.model):
+        raise MissingInputError(f"{args.model!r} is not a model saved by 'daskdepth fit'; pass "
+                                "the MODEL store that 'daskdepth fit --model MODEL' created")
+    model = load_model(args.model)
+    if args.nan_policy is not None:
+        model.set_params(nan_policy=args.nan_policy)
+    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks, n_features=model.n_features_in_)
+    check_features(model, source, args.model)
+    source = with_model_features(model, source)
+    with runner(args, ui) as run:
+        warm_workers(model, model.n_features_in_)  # a cluster's workers compile nothing mid-job
+        test = drift(model, source.data, sample_dim=source.data.dims[0], compute=False)
+        result = run.compute(test, "testing")
+    drifted = args.alpha is not None and result.drifted(args.alpha)
+    verdict = ("" if args.alpha is None else
+               f"; drift at level {args.alpha:g}" if drifted else
+               f"; no drift at level {args.alpha:g}")
+    print(f"Q = {result.q:.4f} (1/2 without drift), std error {result.std_error:.4f}, "
+          f"p = {result.p_value:.3g}, n = {result.n_new:,} new rows against "
+          f"{result.n_reference:,} reference rows ({result.n_compared:,} reference depths)"
+          f"{verdict}")
+    return 1 if drifted else 0
 
 
 # --------------------------------------------------------------------------- info

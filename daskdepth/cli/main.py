@@ -103,6 +103,7 @@ def _command(name: str) -> Command:
 
     commands: dict[str, Command] = {"score": jobs.cmd_score, "fit": jobs.cmd_fit,
                                     "apply": jobs.cmd_apply, "info": jobs.cmd_info,
+                                    "drift": jobs.cmd_drift,
                                     "demo": demo.cmd_demo}
     return commands[name]
 

@@ -41,6 +41,7 @@ commands:
   score INPUT --out OUTPUT     fit on INPUT and write the depth of its rows
   fit INPUT --model MODEL      fit on INPUT and save the model
   apply MODEL INPUT --out OUT  score INPUT with a saved model
+  drift MODEL INPUT            test whether INPUT has the model's reference distribution
   info PATH                    describe a saved model or an output store
   demo [--out OUTPUT]          run the main job on a generated data set
 
@@ -86,6 +87,11 @@ def _argument(convert: Callable[[str], Any], expected: str,
 def _positive(value: float) -> None:
     if value <= 0:
         raise ValueError(f"expected a positive number, got {value:g}")
+
+
+def _unit_interval(value: float) -> None:
+    if not 0 < value < 1:
+        raise ValueError(f"expected a number between 0 and 1 (a level such as 0.01), got {value:g}")
 
 
 #: Protocols of distributed's scheduler addresses.
@@ -329,6 +335,26 @@ def build_parser() -> argparse.ArgumentParser:
                         "'fit', if any; else no flags)")
     p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                    help="rows with NaN/inf: fail (raise) or give them NaN depth (omit) "
+                        "(default: the model's, as given to 'fit')")
+
+    p = sub.add_parser("drift", parents=[common, debug, cluster],
+                       help="test whether INPUT is distributed like a model's reference",
+                       description="Compare the rows of INPUT with the reference rows a saved "
+                                   "MODEL was fitted on (Liu-Singh quality index Q: 1/2 when "
+                                   "they agree, smaller under a location or scale change) and "
+                                   "print Q, its standard error, the one-sided p-value and "
+                                   "the numbers of rows.  One pass over INPUT.")
+    p.add_argument("model", metavar="MODEL", help="model saved by 'daskdepth fit'")
+    p.add_argument("input", metavar="INPUT", help="Zarr store of new rows")
+    p.add_argument("--alpha", type=_argument(float, "a number in (0, 1)", _unit_interval),
+                   metavar="A", default=None,
+                   help="exit with status 1 when the p-value is below A (drift), so that a "
+                        "pipeline can stop (default: exit 0 whatever the p-value)")
+    for action in source._actions:  # --array, --sample-dim, --fill-missing-chunks
+        if action.dest in ("array", "sample_dim", "fill_missing_chunks"):
+            p._add_action(action)
+    p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
+                   help="rows with NaN/inf: fail (raise) or leave them out (omit) "
                         "(default: the model's, as given to 'fit')")
 
     p = sub.add_parser("info", parents=[debug],
