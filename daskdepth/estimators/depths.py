@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 
 from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
@@ -16,7 +15,7 @@ from ..summary.sorted import BlockSorted
 from ..summary.statistics import MEAN, MIN
 from .base import Capabilities, DepthDetector, FittedDepth
 from .inputs import Input
-from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_hint
+from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_directions
 
 
 class LeafDepth(DepthDetector):
@@ -493,9 +492,7 @@ class Halfspace(LeafDepth):
         "affine_invariant", "covariance", "tol", "contamination", "random_state",
         "nan_policy", "support_fraction", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
-    _parameter_constraints["n_directions"] = [
-        c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
-    _hints = {"n_directions": no_auto_hint("100 x n_features")}
+    _parameter_constraints["n_directions"], _hints = no_auto_directions("100 x n_features")
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = DEFAULT_TOL,

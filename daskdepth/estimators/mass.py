@@ -5,14 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 
 from ..fitting.mass import fit_mass
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
 from .base import Capabilities, DepthDetector, FittedDepth
 from .inputs import Input
-from .params import CONSTRAINTS, no_auto_hint
+from .params import CONSTRAINTS, no_auto_directions
 
 #: Number of half-spaces ``t`` when ``n_directions=None``.
 DEFAULT_HALFSPACES = 1000
@@ -142,9 +141,8 @@ class HalfspaceMass(DepthDetector):
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "subsample_size", "scope", "contamination", "random_state", "nan_policy", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; the mass has none.
-    _parameter_constraints["n_directions"] = [
-        c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
-    _hints = {"n_directions": no_auto_hint(f"{DEFAULT_HALFSPACES} half-spaces")}
+    _parameter_constraints["n_directions"], _hints = no_auto_directions(
+        f"{DEFAULT_HALFSPACES} half-spaces")
 
     _fitted_attributes = (
         "n_features_in_", "location_", "directions_", "split_points_", "left_mass_",

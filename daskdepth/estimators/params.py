@@ -102,6 +102,22 @@ most 0.005) is taken only by IRW and AIIRW"
             "most 0.005) is taken only by IRW and AIIRW")
 
 
+def no_auto_directions(default: str) -> tuple[list[Any], dict[str, str]]:
+    """The ``n_directions`` constraints and hints of a depth that does not take ``'auto'``.
+
+    ``'auto'`` picks ``m`` for a standard error of a mean over directions, which
+    a minimum, a maximum or the half-space mass has not; None means ``default``.
+
+    Examples
+    --------
+    >>> constraints, hints = no_auto_directions("100 x n_features")
+    >>> any(isinstance(c, StrOptions) for c in constraints), sorted(hints)
+    (False, ['n_directions'])
+    """
+    return ([c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)],
+            {"n_directions": no_auto_hint(default)})
+
+
 def contamination_message(value: Any) -> str:
     """What is wrong with a ``contamination`` outside (0, 0.5], and what to pass.
 

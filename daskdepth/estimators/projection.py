@@ -5,7 +5,6 @@ from __future__ import annotations
 from typing import Any
 
 from sklearn.utils import check_random_state
-from sklearn.utils._param_validation import StrOptions
 
 from ..fitting.projection import fit_projection
 from ..summary.projection import ProjectionSummary
@@ -13,7 +12,7 @@ from ..summary.statistics import WHOLE
 from .base import Capabilities, DepthDetector, FittedDepth
 from .depths import affine_covariance_spec, affine_display_name, affine_whitens
 from .inputs import Input
-from .params import CONSTRAINTS, no_auto_hint
+from .params import CONSTRAINTS, no_auto_directions
 
 
 class Projection(DepthDetector):
@@ -133,9 +132,7 @@ class Projection(DepthDetector):
         "affine_invariant", "covariance", "contamination", "random_state", "nan_policy",
         "support_fraction", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; a maximum has none.
-    _parameter_constraints["n_directions"] = [
-        c for c in CONSTRAINTS["n_directions"] if not isinstance(c, StrOptions)]
-    _hints = {"n_directions": no_auto_hint("100 x n_features")}
+    _parameter_constraints["n_directions"], _hints = no_auto_directions("100 x n_features")
 
     _fitted_attributes = (
         "n_features_in_", "location_", "covariance_", "directions_", "medians_", "mads_",

@@ -54,6 +54,28 @@ SAMPLE_MAX = 1 << 20
 SAMPLE_BYTES = 256 * 2**20
 
 
+def default_directions(d: int) -> int:
+    """``m`` for ``n_directions=None``: ``100 * d``, the paper's choice.
+
+    Examples
+    --------
+    >>> default_directions(3)
+    300
+    """
+    return 100 * int(d)
+
+
+def draw_seed(rng: np.random.RandomState) -> int:
+    """A fit's seed (keyed row samples, robust covariances) drawn from its ``rng``.
+
+    Examples
+    --------
+    >>> draw_seed(np.random.RandomState(0)) == draw_seed(np.random.RandomState(0))
+    True
+    """
+    return int(rng.randint(0, 2**63 - 1, dtype=np.int64))
+
+
 def pilot_sample_size(d: int, tol: float) -> int:
     """Expected size of the row sample for ``d`` features and tolerance ``tol``."""
     # min() before int(): SAMPLE_PER_LEAF / tol overflows to inf for tol near 1e-320
@@ -142,8 +164,9 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     """
     n_total, d = x.shape
     if plan and n_directions != "auto":  # refused before the first pass
-        _check_plan(n_total, d, n_directions if n_directions is not None else 100 * d, tol)
-    seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
+        _check_plan(n_total, d, n_directions if n_directions is not None
+                    else default_directions(d), tol)
+    seed = draw_seed(rng)
     # Every fit's keys are its own (fresh_token): a kept model's sharded summary holds keys
     # of its fit, which an identical fit's tasks, reading other shared keys, must not reuse.
     token = tokenize(x.name, depth, n_directions, covariance, tol, seed, nan_policy, frame,
@@ -167,7 +190,7 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
         if plan:
             _check_plan(mom.n, d, m, tol)  # before the summary's passes
     else:
-        m = n_directions if n_directions is not None else 100 * d
+        m = n_directions if n_directions is not None else default_directions(d)
     return FitFrame(mom, cfit, w, rank, report, draw_directions(rng, m, d, w), seed, token,
                     source)
 

@@ -24,7 +24,7 @@ from ..runtime.keys import fresh_token
 from ..runtime.refusals import mass_plan_message
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
-from .fit import SAMPLE_BYTES, SAMPLE_MAX
+from .fit import SAMPLE_BYTES, SAMPLE_MAX, draw_seed
 from .offset import SAMPLE_SIZE, offset_depths
 
 #: Rows of the pool per subsampled row (``t * psi`` of them): with a pool this
@@ -71,7 +71,7 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
     too_large = mass_plan_message(d, n_halfspaces, min(psi, n_total))
     if too_large:
         raise FitTooLargeError(too_large)
-    seed = int(rng.randint(0, 2**63 - 1, dtype=np.int64))
+    seed = draw_seed(rng)
     # every fit's keys are its own, as a depth fit's (daskdepth.fitting.fit)
     token = tokenize(x.name, "halfspace-mass", n_halfspaces, psi, scope, seed, nan_policy,
                      fresh_token())
@@ -83,7 +83,7 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
     psi = min(psi, s)
     location = rows.mean(axis=0)
     directions = uniform_sphere(rng, n_halfspaces, d)
-    gen = np.random.default_rng(int(rng.randint(0, 2**63 - 1, dtype=np.int64)))
+    gen = np.random.default_rng(draw_seed(rng))
     picks = np.empty((n_halfspaces, psi), dtype=np.int64)
     for j in range(n_halfspaces):
         picks[j] = gen.choice(s, size=psi, replace=False)

@@ -14,7 +14,6 @@ from threadpoolctl import threadpool_limits
 
 from ..errors import MAX_BAD_ROWS
 from ..kernels.frame import Support
-from ..kernels.hashing import keyed_sample
 from ..kernels.moments import (
     Moments,
     add_dd,
@@ -29,6 +28,7 @@ from ..runtime.client import active_client, phase
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import key_name, unique_key
 from ..summary.nbytes import ArrayRecord
+from .sampling import finite_and_kept, keep_share
 
 
 @dataclass
@@ -66,10 +66,8 @@ class ChunkMoments(ArrayRecord):
 
 def _moments_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> ChunkMoments:
     x = np.asarray(x, dtype=np.float64)
-    finite = np.isfinite(x).all(axis=1)
+    finite, bad, keep = finite_and_kept(x, row_start, seed, p)
     mom = chunk_moments(x, finite)
-    bad = np.flatnonzero(~finite)
-    keep = finite & keyed_sample(row_start, x.shape[0], seed, p)
     return ChunkMoments(int(mom.count), mom.mean, mom.scatter, int(bad.size),
                         row_start + bad[:MAX_BAD_ROWS], x[keep], column_sums_dd(x, finite),
                         mom.mean_lo)
@@ -95,7 +93,7 @@ def moments_pass(x: da.Array, *, seed: int, sample_size: int, token: str,
     it (else None): what the summary's pilots read of the row sample is then
     made from it where it is (:func:`sample_columns`), not sent from here.
     """
-    p = min(1.0, sample_size / max(1, x.shape[0]))
+    p = keep_share(sample_size, x.shape[0])
     blocks, starts = row_blocks(x)
     out = reduce_chunks(blocks, _moments_chunk, _moments_merge,
                         key=(key_name("tally", token),),

@@ -31,11 +31,33 @@ class RowSample(ArrayRecord):
     index: np.ndarray
 
 
+def keep_share(sample_size: int, rows: float) -> float:
+    """The share of rows a keyed sample of about ``sample_size`` of ``rows`` rows keeps.
+
+    Examples
+    --------
+    >>> keep_share(100, 400), keep_share(100, 50), keep_share(100, 0)
+    (0.25, 1.0, 1.0)
+    """
+    return min(1.0, sample_size / max(1, rows))
+
+
+def finite_and_kept(x: np.ndarray, row_start: int, seed: int,
+                    p: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A chunk's finite rows (mask), its non-finite rows (indices) and its sampled finite rows.
+
+    Rows are sampled with probability ``p`` by a draw keyed on (``seed``, the
+    global row index) (:func:`daskdepth.kernels.hashing.keyed_sample`); the
+    mask of those kept is the third item.
+    """
+    finite = np.isfinite(x).all(axis=1)
+    return finite, np.flatnonzero(~finite), finite & keyed_sample(row_start, x.shape[0], seed, p)
+
+
 def _sample_chunk(x: np.ndarray, row_start: int, seed: int, p: float) -> RowSample:
     x = np.asarray(x, dtype=np.float64)
-    finite = np.isfinite(x).all(axis=1)
-    bad = np.flatnonzero(~finite)
-    keep = np.flatnonzero(finite & keyed_sample(row_start, x.shape[0], seed, p))
+    finite, bad, kept = finite_and_kept(x, row_start, seed, p)
+    keep = np.flatnonzero(kept)
     return RowSample(int(finite.sum()), int(bad.size), row_start + bad[:MAX_BAD_ROWS], x[keep],
                      row_start + keep.astype(np.int64))
 
@@ -58,7 +80,7 @@ def row_sample_pass(x: da.Array, *, seed: int, sample_size: int, token: str) -> 
     depend on the chunking; every finite row is kept when there are at most
     ``sample_size`` rows.
     """
-    p = min(1.0, sample_size / max(1, x.shape[0]))
+    p = keep_share(sample_size, x.shape[0])
     blocks, starts = row_blocks(x)
     out = reduce_chunks(blocks, _sample_chunk, _sample_merge, key=(key_name("pool", token),),
                         merge_key=key_name("merge", token, "pool"), args=(seed, p),
