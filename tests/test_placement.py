@@ -73,3 +73,46 @@ def test_a_scheduler_that_refuses_the_plugin_is_not_asked_again(monkeypatch):
         assert not keep_placed(client)
         assert len(calls) == 1
         assert time.perf_counter() - start < 5
+
+
+def test_one_plan_says_where_each_leaf_pass_runs(monkeypatch):
+    """Here without a client; copied for blocks held here; sharded, or in replica groups."""
+    import dask
+    import dask.array as da
+    import numpy as np
+    from distributed import wait
+
+    import daskdepth.runtime.plan
+    from daskdepth.runtime.placement import fold_homes
+    from daskdepth.runtime.plan import pass_plan
+    from daskdepth.runtime.shards import ClusterBlock
+    from daskdepth.summary.blocks import BlockMeta
+
+    blocks = [np.zeros(4), np.ones(4)]
+    rows = np.arange(80.0).reshape(40, 2)
+    with dask.config.set(scheduler="sync"), \
+            pass_plan(blocks, "t", da.from_array(rows, chunks=(10, 2))) as plan:
+        assert (plan.where, plan.homes, plan.kept) == ("here", [None, None], False)
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc, Client(lc) as client:
+        x = da.from_array(rows, chunks=(10, 2)).persist()
+        wait(x)
+        with pass_plan(blocks, "t", x) as plan:  # held here: copied, folded where rows are
+            assert plan.where == "copied" and not plan.kept
+            assert sorted(i for g in plan.rows for i in g.chunks) == [0, 1, 2, 3]
+            assert plan.homes == fold_homes(plan.rows, 2)
+            assert set(plan.local) == {g.worker for g in plan.rows}
+        workers = sorted(client.scheduler_info()["workers"])
+        futures = [client.submit(np.full, 4, float(b), workers=[w], key=f"daskdepth-t-{b}")
+                   for b, w in enumerate(workers)]
+        wait(futures)
+        kept = [ClusterBlock(f, BlockMeta(b, b + 1, 32, 40, None, -1))
+                for b, f in enumerate(futures)]
+        with pass_plan(kept, "t") as plan:  # no rows: the blocks' own workers
+            assert plan.where == "sharded" and plan.kept and plan.homes == workers
+            assert sorted(b for s in plan.shards for b in s.blocks) == [0, 1]
+        monkeypatch.setattr(daskdepth.runtime.plan, "pass_width", lambda *a, **k: 1)
+        with pass_plan(kept, "t", x) as plan:  # rows outweigh the blocks: groups of one
+            assert plan.where == "replicas" and plan.kept
+            assert len(plan.replicas.futures) == 2 and plan.replicas.homes == workers
+            assert sorted(i for c in plan.replicas.chunks for i in c) == [0, 1, 2, 3]
