@@ -308,9 +308,15 @@ def replica_data() -> tuple[np.ndarray, np.ndarray, daskdepth.IRW, np.ndarray, n
 
 
 def _width_two(monkeypatch: pytest.MonkeyPatch, nbytes: int) -> None:
-    """A copy budget that holds half of a summary of ``nbytes``: k = 2 (and sharded)."""
-    limit = daskdepth.runtime.memory.worker_memory().limit
-    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", nbytes / (1.5 * limit))
+    """A copy budget that holds half of a summary of ``nbytes``: k = 2 (and sharded).
+
+    The workers' memory is read once and kept: a later lookup that the scheduler is
+    too busy to answer falls back to the machine's memory, which would give k = 1.
+    """
+    memory = daskdepth.runtime.memory.worker_memory()
+    monkeypatch.setattr(daskdepth.runtime.memory, "worker_memory", lambda: memory)
+    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE",
+                        nbytes / (1.5 * memory.limit))
 
 
 def _sharded_fit(monkeypatch: pytest.MonkeyPatch, x: Any) -> daskdepth.IRW:
