@@ -43,15 +43,19 @@ def chunk_moments(x: np.ndarray, finite: np.ndarray) -> Moments:
     n = xv.shape[0]
     if n == 0:
         return Moments(0, np.zeros(d), np.zeros((d, d)), np.zeros(d))
-    # The rounded mean, not the first row: an outlying first row would round the others.
-    ref = xv.mean(axis=0)
-    if not np.isfinite(ref).all():  # the sum overflows: any row will do (squares overflow too)
-        ref = xv[0].copy()
-    y = xv - ref
-    mu = y.mean(axis=0)
-    z = y - mu
-    mean, lo = two_sum(ref, mu)
-    return Moments(n, mean, z.T @ z, lo)
+    # Values near the top of float64 overflow sums and squares: handled here (another
+    # reference row) and by the fit (a mean or covariance that is not finite is refused or
+    # reported), so NumPy's own overflow warnings would only repeat it from inside.
+    with np.errstate(over="ignore", invalid="ignore"):
+        # The rounded mean, not the first row: an outlying first row would round the others.
+        ref = xv.mean(axis=0)
+        if not np.isfinite(ref).all():  # the sum overflows: any row will do
+            ref = xv[0].copy()
+        y = xv - ref
+        mu = y.mean(axis=0)
+        z = y - mu
+        mean, lo = two_sum(ref, mu)
+        return Moments(n, mean, z.T @ z, lo)
 
 
 def two_sum(a: np.ndarray, b: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -119,13 +123,14 @@ def merge_moments(a: Moments, b: Moments) -> Moments:
     n = a.count + b.count
     a_lo = a.mean_lo if a.mean_lo is not None else 0.0
     b_lo = b.mean_lo if b.mean_lo is not None else 0.0
-    hi, lo = two_sum(b.mean, -a.mean)
-    delta = hi + (lo + (b_lo - a_lo))
-    mean, err = two_sum(a.mean, delta * (b.count / n))
-    low = a_lo + err
-    top = mean + low
-    scatter = a.scatter + b.scatter + np.outer(delta, delta) * (a.count * b.count / n)
-    return Moments(n, top, scatter, np.where(np.isfinite(top), low - (top - mean), 0.0))
+    with np.errstate(over="ignore", invalid="ignore"):  # as in chunk_moments
+        hi, lo = two_sum(b.mean, -a.mean)
+        delta = hi + (lo + (b_lo - a_lo))
+        mean, err = two_sum(a.mean, delta * (b.count / n))
+        low = a_lo + err
+        top = mean + low
+        scatter = a.scatter + b.scatter + np.outer(delta, delta) * (a.count * b.count / n)
+        return Moments(n, top, scatter, np.where(np.isfinite(top), low - (top - mean), 0.0))
 
 
 def moments_of(x: np.ndarray, mask: np.ndarray | None = None) -> Moments:
