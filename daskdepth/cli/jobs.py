@@ -411,6 +411,17 @@ def check_model_options(model: DepthDetector, args: argparse.Namespace) -> None:
                          f"for {', '.join(capable('explains'))}; leave --explain out")
 
 
+def _model_input(model: Any, args: argparse.Namespace) -> Any:
+    """The INPUT of ``apply`` and ``drift``, opened and checked against a loaded model
+    (``--nan-policy`` set on the model, features matched by name where it has names)."""
+    if args.nan_policy is not None:
+        model.set_params(nan_policy=args.nan_policy)
+    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
+                         fill_missing=args.fill_missing_chunks, n_features=model.n_features_in_)
+    check_features(model, source, args.model)
+    return with_model_features(model, source)
+
+
 def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth apply MODEL INPUT --out OUTPUT``."""
     inputs = [args.input, args.model]
@@ -421,12 +432,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         raise MissingInputError(str(exc)) from None
     model = load_model(args.model)
     check_model_options(model, args)
-    if args.nan_policy is not None:
-        model.set_params(nan_policy=args.nan_policy)
-    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
-                         fill_missing=args.fill_missing_chunks, n_features=model.n_features_in_)
-    check_features(model, source, args.model)
-    source = with_model_features(model, source)
+    source = _model_input(model, args)
     contamination = _apply_contamination(args.contamination, model, document)
     start = time.time()
     with SafeOutput(args.out, overwrite=args.overwrite, inputs=inputs) as out, \
@@ -450,12 +456,7 @@ def cmd_drift(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
         raise MissingInputError(f"{args.model!r} is not a model saved by 'daskdepth fit'; pass "
                                 "the MODEL store that 'daskdepth fit --model MODEL' created")
     model = load_model(args.model)
-    if args.nan_policy is not None:
-        model.set_params(nan_policy=args.nan_policy)
-    source = open_source(args.input, args.array, sample_dim=args.sample_dim,
-                         fill_missing=args.fill_missing_chunks, n_features=model.n_features_in_)
-    check_features(model, source, args.model)
-    source = with_model_features(model, source)
+    source = _model_input(model, args)
     with runner(args, ui) as run:
         warm_workers(model, model.n_features_in_)  # a cluster's workers compile nothing mid-job
         test = drift(model, source.data, sample_dim=source.data.dims[0], compute=False)
