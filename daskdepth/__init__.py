@@ -22,6 +22,7 @@ from .errors import (
     ModelFormatError,
     OutputError,
     ParameterError,
+    StreamBoundWarning,
     SummaryLostError,
     SummaryMemoryWarning,
     ToleranceWarning,
@@ -42,6 +43,8 @@ _LAZY = {
     "outlier_auroc": ("daskdepth.estimators", "outlier_auroc"),
     "depth_interval": ("daskdepth.summary.statistics", "depth_interval"),
     "drift": ("daskdepth.estimators.drift", "drift"),
+    "merge": ("daskdepth.estimators.streaming", "merge"),
+    "template": ("daskdepth.estimators.streaming", "template"),
     "PyODAdapter": ("daskdepth.estimators.pyod", "PyODAdapter"),
     "load": ("daskdepth.io.models", "load_model"),
     "score_dataset": ("daskdepth.io.xarray", "score_dataset"),
@@ -52,10 +55,10 @@ _LAZY = {
 __all__ = ["AIIRW", "IRW", "ClusterSettingWarning", "CovarianceRankWarning", "FitTooLargeError",
            "FrameWarning", "Halfspace", "HalfspaceMass", "InputError", "KernelCacheWarning",
            "MissingInputError", "ModelFormatError", "OutputError", "ParameterError",
-           "Projection", "PyODAdapter", "SummaryLostError", "SummaryMemoryWarning",
-           "ToleranceWarning",
-           "ZeroCovarianceError", "__version__", "depth_interval", "drift", "load", "outlier_auroc",
-           "outliers", "score", "score_dataset"]
+           "Projection", "PyODAdapter", "StreamBoundWarning", "SummaryLostError",
+           "SummaryMemoryWarning", "ToleranceWarning",
+           "ZeroCovarianceError", "__version__", "depth_interval", "drift", "load", "merge",
+           "outlier_auroc", "outliers", "score", "score_dataset", "template"]
 
 
 def __getattr__(name: str) -> object:

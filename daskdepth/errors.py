@@ -46,6 +46,11 @@ class ToleranceWarning(UserWarning):
     """The certified error bound could not be brought below ``tol``."""
 
 
+class StreamBoundWarning(UserWarning):
+    """``partial_fit``: the certified error bound grew past its budget (the new rows fall in
+    few leaves, as under drift); ``fit`` on recent data brings it back to ``tol``."""
+
+
 class SummaryMemoryWarning(UserWarning):
     """The fitted depth summary takes a large share of a worker's memory."""
 

@@ -116,8 +116,33 @@ class Capabilities:
     explains: bool = False
     #: ``score_samples(X, return_std=True)`` gives Monte Carlo standard errors.
     std: bool = False
-    #: ``partial_fit`` updates a fitted model with more rows (no depth has it yet).
+    #: ``partial_fit`` adds batches of rows to a fitted model (one pass over each batch),
+    #: :func:`daskdepth.merge` combines models started from one :func:`daskdepth.template`,
+    #: and ``window=`` keeps the most recent batches.
     partial_fit: bool = False
+
+
+class _CapableOnly:
+    """``partial_fit`` of the depths that declare it; for the others an AttributeError saying why.
+
+    ``hasattr(model, 'partial_fit')`` is then False for a depth whose summary
+    does not add over batches (scikit-learn's checks call a ``partial_fit``
+    they find), and calling it names the reason and what to do instead.
+    """
+
+    def __init__(self, fn: Any) -> None:
+        self.fn = fn
+        self.__doc__ = fn.__doc__
+
+    def __get__(self, obj: Any, owner: type) -> Any:
+        if obj is None:
+            return self.fn
+        if not owner.capabilities.partial_fit:
+            raise AttributeError(
+                f"{owner.__name__} has no partial_fit: {owner._why_no_partial_fit}. Fit it on "
+                f"all the rows (fit), or use a depth whose summary adds up over batches "
+                f"({', '.join(capable('partial_fit'))})")
+        return self.fn.__get__(obj, owner)
 
 
 class DepthDetector(OutlierMixin, BaseEstimator):
@@ -160,6 +185,8 @@ class DepthDetector(OutlierMixin, BaseEstimator):
     #: What to pass instead of an invalid value, where this depth's hint differs from the
     #: shared one (:data:`daskdepth.estimators.params.HINTS`), by parameter.
     _hints: dict[str, str] = {}
+    #: Why the depth has no ``partial_fit`` (its summary's parts do not add over batches).
+    _why_no_partial_fit = "its fitted summary is not made of counts that add over batches"
 
     #: The attributes ``fit`` always sets: a saved model holds these (and the parameters).
     _fitted_attributes: tuple[str, ...] = (
@@ -306,10 +333,25 @@ class DepthDetector(OutlierMixin, BaseEstimator):
         self.offset_ = float(np.percentile(self._sample_depth, 100 * self.contamination))
         return self
 
+    def _no_partial_fit(self, X: Any, y: Any = None, *,
+                        sample_dim: Any = None) -> DepthDetector:
+        """Add the rows ``X`` to the model (depths with ``capabilities.partial_fit`` only)."""
+        raise NotImplementedError(f"{type(self).__name__} declares partial_fit but does not "
+                                  "implement it")  # pragma: no cover - register() checks
+
+    #: A depth without ``capabilities.partial_fit`` has no ``partial_fit`` (scikit-learn's
+    #: checks and ``hasattr`` see none); asking for it says why and what to do instead.
+    partial_fit = _CapableOnly(_no_partial_fit)
+
     # ---------------------------------------------------------------- scoring
 
     def _check_input(self, X: Any, sample_dim: Any = None) -> Input:
         check_is_fitted(self, "summary_")
+        if self.__dict__.get("n_samples_fit_") == 0:
+            raise ValueError(
+                f"this {type(self).__name__} holds no rows yet (a template from "
+                "daskdepth.template, whose depths are not defined): add rows with "
+                "partial_fit(X) before scoring")
         # a summary kept on a cluster that dropped it (client.restart(), a closed client)
         check_kept(getattr(self.summary_, "blocks", ()))
         fitted = getattr(self, "feature_names_in_", None)

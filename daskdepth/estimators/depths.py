@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+from numbers import Integral
 from typing import Any
 
 from sklearn.utils import check_random_state
+from sklearn.utils._param_validation import Interval
 
 from ..covariance.estimate import covariance_spec
 from ..errors import ParameterError
 from ..fitting.fit import fit_depth
+from ..runtime.progress import show_phases
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
 from ..summary.sorted import BlockSorted
@@ -16,6 +19,13 @@ from ..summary.statistics import MEAN, MIN
 from .base import Capabilities, DepthDetector, FittedDepth
 from .inputs import Input
 from .params import CONSTRAINTS, DEFAULT_TOL, no_auto_directions
+from .streaming import first_batch, update
+
+#: The fitted attributes that describe a stream (set by ``partial_fit``, ``template``, ``merge``).
+STREAM_ATTRIBUTES = ("n_batches_", "batch_rows_")
+
+#: ``window=``: the number of most recent batches the summary holds (None: all).
+WINDOW_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
 
 
 class LeafDepth(DepthDetector):
@@ -29,14 +39,77 @@ class LeafDepth(DepthDetector):
     summary_type = DepthSummary
     summary_types = (DepthSummary, BlockLeaves, BlockSorted)
     capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True,
-                                std=True)
+                                std=True, partial_fit=True)
     _statistic = MEAN
+    _optional_fitted_attributes = ("feature_names_in_", *STREAM_ATTRIBUTES)
     _fitted_attributes = (
         "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
         "n_samples_fit_", "covariance_rank_", "error_bound_", "n_passes_", "summary_",
         "_sample_depth", "_fit_token", "_train_depth", "_train_token", "offset_")
 
+    def partial_fit(self, X: Any, y: Any = None, *, sample_dim: Any = None) -> LeafDepth:
+        """Add the rows ``X`` to the model: one pass over ``X``, no earlier row read again.
+
+        The first call on an unfitted model fits it (as :meth:`fit`, plus one
+        pass over ``X`` for the content-keyed row sample that sets ``offset_``
+        later) and fixes its frame: location, covariance or whitening,
+        directions and leaf keys.  Each later call projects the new rows on
+        those directions, counts them into the existing leaves (a new key at
+        each direction's new smallest and largest value, so points beyond all
+        the data stay exact) and retabulates the scores: the depths are then
+        those with respect to every row the model holds (the last ``window``
+        batches, or all), in the first fit's frame, within ``error_bound_``.
+        The bound stays certified for every point; it grows when new rows
+        fall in few of the first fit's leaves (drift), and a
+        :class:`daskdepth.StreamBoundWarning` says so (once per model) when
+        it passes twice ``tol``: ``fit`` on recent data brings it back to
+        ``tol``.  A first fit small enough to be exact (sorted projections) is
+        converted to leaves with exact counts within ``tol`` at the second
+        call.  ``offset_`` is recomputed after every batch: the
+        ``contamination`` quantile of the depths, under the updated summary,
+        of a content-keyed sample of at most 4,096 of the rows the model
+        holds (a model fitted by ``fit`` samples from its next batch on).
+
+        Works on NumPy, pandas, dask and xarray input (a dask batch is read
+        once, chunk by chunk, when ``partial_fit`` runs) and on a cluster,
+        where a summary kept on the workers is updated where it is.
+        ``nan_policy``, the features and their names are checked as by
+        :meth:`fit`.  A batch refused (non-finite rows under
+        ``nan_policy='raise'``, no finite rows) leaves the model as it was.
+
+        Parameters
+        ----------
+        X : array-like, pandas or dask DataFrame, dask array or xarray.DataArray
+            A batch of rows, of shape (n_samples, n_features).
+        y : ignored
+        sample_dim : str, optional
+            DataArray only, as for :meth:`fit`.
+
+        Returns
+        -------
+        self
+
+        Examples
+        --------
+        >>> import numpy as np, daskdepth
+        >>> rng = np.random.default_rng(0)
+        >>> model = daskdepth.IRW(n_directions=50, tol=0.01, random_state=0)
+        >>> for day in range(5):
+        ...     model = model.partial_fit(rng.normal(size=(1000, 2)))
+        >>> model.n_samples_fit_, model.n_batches_, bool(model.error_bound_ <= 0.02)
+        (5000, 5, True)
+        """
+        if "summary_" not in self.__dict__:
+            first_batch(self, X, sample_dim)
+        else:
+            with show_phases(f"updating {str(self.depth_name).upper()}", self.verbose):
+                update(self, X, sample_dim)
+        return self
+
     def _fit_model(self, data: Input) -> None:
+        # a fit starts a new stream: nothing of an earlier one is kept
+        for name in ("n_batches_", "batch_rows_", "_stream", "_bound_warned"):
+            self.__dict__.pop(name, None)
         rng = check_random_state(self.random_state)
         fitted = fit_depth(data.array, depth=self.depth_name, n_directions=self.n_directions,
                            covariance=self._covariance_spec(), tol=float(self.tol), rng=rng,
@@ -134,6 +207,14 @@ class AIIRW(LeafDepth):
         output to a file) a line when each phase starts and one when it ends,
         with its time.  A last line gives the total time and the passes over
         the data.  It does not change any result.
+    window : int or None, default=None
+        For :meth:`partial_fit`: the number of most recent batches the model
+        holds (its first fit counts as one); when a batch arrives and the
+        window is full, the counts of the oldest batch are subtracted, exactly,
+        so ``error_bound_`` stays certified.  Each batch kept costs 8 bytes
+        per leaf, 16 per direction and its row sample (at most 4,096 rows of
+        ``8 (n_features + 1)`` bytes), held with the model.  None keeps every
+        batch.  Set it before the first batch.
 
     Attributes
     ----------
@@ -179,6 +260,13 @@ class AIIRW(LeafDepth):
         per wave of directions (more than one when the workers' memory cannot
         hold all directions' leaf counts at once) and one refinement pass if
         any (0 when the data fits the in-memory exact path).
+    n_batches_ : int
+        After :meth:`partial_fit` (or :func:`daskdepth.template`,
+        :func:`daskdepth.merge`): the batches added, the first fit counting as
+        one (0 for a template).
+    batch_rows_ : ndarray of shape (n_kept_batches,)
+        After :meth:`partial_fit`: the finite rows of each batch the model
+        holds, oldest first (with ``window``, the last ``window`` batches).
     summary_ : DepthSummary
         The merged per-direction summaries used for scoring.
 
@@ -198,15 +286,18 @@ class AIIRW(LeafDepth):
     depth_name = "ai-irw"
     display_name = "AI-IRW"
     long_name = "AI-IRW depth"
-    _optional_fitted_attributes = ("feature_names_in_", "basis_", "frame_eigenvalues_")
+    _optional_fitted_attributes = ("feature_names_in_", "basis_", "frame_eigenvalues_",
+                                   *STREAM_ATTRIBUTES)
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "covariance", "tol", "contamination", "random_state", "nan_policy",
         "support_fraction", "frame", "verbose")}
+    _parameter_constraints["window"] = WINDOW_CONSTRAINT
 
     def __init__(self, n_directions: int | str | None = None, covariance: object = "sample",
                  tol: float = DEFAULT_TOL, contamination: float = 0.1, random_state: Any = None,
                  nan_policy: str = "raise", support_fraction: float | None = None,
-                 frame: str = "correlation", verbose: int = 0) -> None:
+                 frame: str = "correlation", verbose: int = 0,
+                 window: int | None = None) -> None:
         self.n_directions = n_directions
         self.covariance = covariance
         self.tol = tol
@@ -216,6 +307,7 @@ class AIIRW(LeafDepth):
         self.support_fraction = support_fraction
         self.frame = frame
         self.verbose = verbose
+        self.window = window
 
     def _whitens(self) -> bool:
         return True
@@ -262,6 +354,14 @@ class IRW(LeafDepth):
         output to a file) a line when each phase starts and one when it ends,
         with its time.  A last line gives the total time and the passes over
         the data.  It does not change any result.
+    window : int or None, default=None
+        For :meth:`partial_fit`: the number of most recent batches the model
+        holds (its first fit counts as one); when a batch arrives and the
+        window is full, the counts of the oldest batch are subtracted, exactly,
+        so ``error_bound_`` stays certified.  Each batch kept costs 8 bytes
+        per leaf, 16 per direction and its row sample (at most 4,096 rows of
+        ``8 (n_features + 1)`` bytes), held with the model.  None keeps every
+        batch.  Set it before the first batch.
 
     Attributes
     ----------
@@ -297,6 +397,13 @@ class IRW(LeafDepth):
         per wave of directions (more than one when the workers' memory cannot
         hold all directions' leaf counts at once) and one refinement pass if
         any (0 when the data fits the in-memory exact path).
+    n_batches_ : int
+        After :meth:`partial_fit` (or :func:`daskdepth.template`,
+        :func:`daskdepth.merge`): the batches added, the first fit counting as
+        one (0 for a template).
+    batch_rows_ : ndarray of shape (n_kept_batches,)
+        After :meth:`partial_fit`: the finite rows of each batch the model
+        holds, oldest first (with ``window``, the last ``window`` batches).
     summary_ : DepthSummary
         The merged per-direction summaries used for scoring.
 
@@ -316,16 +423,19 @@ class IRW(LeafDepth):
     _why_not = {"covariance": "IRW does not whiten", "support_fraction": "IRW does not whiten"}
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
         "n_directions", "tol", "contamination", "random_state", "nan_policy", "verbose")}
+    _parameter_constraints["window"] = WINDOW_CONSTRAINT
 
     def __init__(self, n_directions: int | str | None = None, tol: float = DEFAULT_TOL,
                  contamination: float = 0.1, random_state: Any = None,
-                 nan_policy: str = "raise", verbose: int = 0) -> None:
+                 nan_policy: str = "raise", verbose: int = 0,
+                 window: int | None = None) -> None:
         self.n_directions = n_directions
         self.tol = tol
         self.contamination = contamination
         self.random_state = random_state
         self.nan_policy = nan_policy
         self.verbose = verbose
+        self.window = window
 
 
 def whitening_spec(covariance: object, support_fraction: Any) -> object:
@@ -424,6 +534,14 @@ class Halfspace(LeafDepth):
         output to a file) a line when each phase starts and one when it ends,
         with its time.  A last line gives the total time and the passes over
         the data.  It does not change any result.
+    window : int or None, default=None
+        For :meth:`partial_fit`: the number of most recent batches the model
+        holds (its first fit counts as one); when a batch arrives and the
+        window is full, the counts of the oldest batch are subtracted, exactly,
+        so ``error_bound_`` stays certified.  Each batch kept costs 8 bytes
+        per leaf, 16 per direction and its row sample (at most 4,096 rows of
+        ``8 (n_features + 1)`` bytes), held with the model.  None keeps every
+        batch.  Set it before the first batch.
 
     Attributes
     ----------
@@ -464,6 +582,13 @@ class Halfspace(LeafDepth):
         per wave of directions (more than one when the workers' memory cannot
         hold all directions' leaf counts at once) and one refinement pass if
         any (0 when the data fits the in-memory exact path).
+    n_batches_ : int
+        After :meth:`partial_fit` (or :func:`daskdepth.template`,
+        :func:`daskdepth.merge`): the batches added, the first fit counting as
+        one (0 for a template).
+    batch_rows_ : ndarray of shape (n_kept_batches,)
+        After :meth:`partial_fit`: the finite rows of each batch the model
+        holds, oldest first (with ``window``, the last ``window`` batches).
     summary_ : DepthSummary
         The merged per-direction summaries used for scoring.
 
@@ -484,8 +609,9 @@ class Halfspace(LeafDepth):
     display_name = "halfspace (Tukey)"
     long_name = "random halfspace (Tukey) depth"
     # a minimum over directions has no Monte Carlo standard error
-    capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True)
-    _optional_fitted_attributes = ("feature_names_in_", "basis_")
+    capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True,
+                                partial_fit=True)
+    _optional_fitted_attributes = ("feature_names_in_", "basis_", *STREAM_ATTRIBUTES)
     _statistic = MIN
     _no_whitening = "none (affine_invariant=False: directions uniform on the sphere)"
     _parameter_constraints = {name: CONSTRAINTS[name] for name in (
@@ -493,11 +619,13 @@ class Halfspace(LeafDepth):
         "nan_policy", "support_fraction", "verbose")}
     # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
     _parameter_constraints["n_directions"], _hints = no_auto_directions("100 x n_features")
+    _parameter_constraints["window"] = WINDOW_CONSTRAINT
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = DEFAULT_TOL,
                  contamination: float = 0.1, random_state: Any = None, nan_policy: str = "raise",
-                 support_fraction: float | None = None, verbose: int = 0) -> None:
+                 support_fraction: float | None = None, verbose: int = 0,
+                 window: int | None = None) -> None:
         self.n_directions = n_directions
         self.affine_invariant = affine_invariant
         self.covariance = covariance
@@ -507,6 +635,7 @@ class Halfspace(LeafDepth):
         self.nan_policy = nan_policy
         self.support_fraction = support_fraction
         self.verbose = verbose
+        self.window = window
 
     _whitens = affine_whitens
     _display_name = affine_display_name

@@ -133,6 +133,8 @@ class HalfspaceMass(DepthDetector):
     # or to take a standard error of
     capabilities = Capabilities(directions=True)
     _statistic = WHOLE
+    _why_no_partial_fit = ("its half-spaces and masses are fitted on subsamples drawn from all "
+                           "the reference rows at once, and do not add over batches")
     _summary_fields = {"split_points_": "splits", "left_mass_": "left"}
     _why_not = {"covariance": "the half-space mass does not whiten",
                 "support_fraction": "the half-space mass does not whiten",

@@ -124,6 +124,9 @@ class Projection(DepthDetector):
     # exact medians and MADs (no tol); a maximum over directions has no standard error
     capabilities = Capabilities(directions=True, covariance=True, explains=True)
     _statistic = WHOLE
+    _why_no_partial_fit = ("its summary holds each direction's exact median and MAD, which do "
+                           "not add over batches: a new batch moves them, and every row's "
+                           "outlyingness with them")
     _summary_fields = {"medians_": "medians", "mads_": "mads"}
     _why_not = {"tol": "the projection depth's medians and MADs are exact",
                 "frame": "the projection depth takes the maximum over directions, in any frame"}

@@ -114,6 +114,8 @@ capabilities = Capabilities(..., tol=True) or change the class
                      f"summary of per-direction depths ({cls.summary_type.__name__})"),
         "std": (bool(cls._statistic.has_std),
                 f"statistic with standard errors ({cls._statistic.name!r})"),
+        "partial_fit": (cls.partial_fit is not DepthDetector.partial_fit,
+                        "partial_fit of its own (DepthDetector.partial_fit refuses)"),
     }
     for field, (actual, what) in has.items():
         if getattr(declared, field) != actual:

@@ -41,6 +41,7 @@ VERBS: dict[str, str] = {
     "score": "depth of every row, one task per row chunk",
     "why": "explanations: each row's least-deep directions and feature contributions",
     "pool": "halfspace mass: the keyed row sample its subsamples are drawn from",
+    "feed": "partial_fit: a batch's content-keyed row sample and the updated blocks",
 }
 
 
@@ -66,6 +67,8 @@ PHASES: dict[str, tuple[str, bool]] = {
     "exact": ("in memory: sorted projections of every row, per direction block", False),
     "pilot": ("leaves planned from the row sample, per direction block", False),
     "histogram": ("exact leaf counts of every row chunk, one wave of direction blocks", True),
+    "update": ("partial_fit: a new batch's rows counted into the existing leaves (one pass "
+               "over the batch only)", True),
     "refine": ("values of the leaves still too heavy, split exactly", True),
     "offset": ("depths of the row sample that set offset_, the outlier cut", False),
     "score": ("depth of every row of the data scored", True),

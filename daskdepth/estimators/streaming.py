@@ -1,0 +1,458 @@
+"""Models that follow the data: ``partial_fit``, :func:`template`, :func:`merge` and windows.
+
+The rank depths' summaries are counts of rows per leaf along each direction
+(:mod:`daskdepth.summary.streaming`): counts add, so a fitted model takes a
+new batch in one pass over that batch alone, models started from one frame
+merge into the model of their union, and a window of the most recent batches
+subtracts the batch that leaves.  The frame (location, covariance or
+whitening, directions) and the leaf keys are those of the first fit (or of the
+template); the depths are those with respect to all the rows the summary
+holds, in that frame, within ``error_bound_``, which stays certified.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from typing import Any
+
+import numpy as np
+from dask.base import tokenize
+
+from ..errors import StreamBoundWarning, nan_rows_message, user_stacklevel
+from ..fitting.offset import offset_depths
+from ..fitting.update import (
+    BatchScan,
+    add_batch,
+    base_counts,
+    block_bounds,
+    empty_summary,
+    leaf_summary,
+    scan_graph,
+    sorted_to_leaves,
+    window_ext,
+)
+from ..runtime.client import keep_placement, phase
+from ..runtime.keys import fresh_token
+from ..runtime.progress import show_phases
+from ..summary.blocks import is_handle
+from ..summary.depth import DepthSummary
+from ..summary.leaves import BlockLeaves
+from ..summary.sorted import BlockSorted
+from ..summary.streaming import (
+    BatchCounts,
+    RowSample,
+    StreamState,
+    base_state,
+    history_bytes,
+    key_bounds,
+    merge_samples,
+    stream_block,
+)
+from .inputs import as_input, check_feature_names
+
+#: ``partial_fit`` warns (once per model, :class:`~daskdepth.StreamBoundWarning`)
+#: when ``error_bound_`` passes this many times ``tol``.
+BOUND_BUDGET = 2.0
+
+#: The most bytes a window's history may take (``window`` times
+#: :func:`~daskdepth.summary.streaming.history_bytes`): a larger window is refused at its
+#: first batch.
+WINDOW_MAX_BYTES = 4 * 2**30
+
+
+def _seed_sample(model: Any, x: Any) -> RowSample:
+    """The content-keyed row sample of a first batch (one pass over it)."""
+    token = tokenize(x.name, fresh_token())
+    with phase("update"), keep_placement():
+        scan: BatchScan = scan_graph(x, token).compute()
+    return scan.sample
+
+
+def start(model: Any, data: Any) -> None:
+    """After the first ``partial_fit`` (a fit of ``data``): the stream's row sample and counters."""
+    model._stream = StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
+                                window=model.window)
+    model.n_batches_ = 1
+    model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+
+
+def _started(model: Any) -> StreamState:
+    """The model's stream state, with its base keys fixed (and its summary in leaves).
+
+    A model fitted by ``fit`` (not ``partial_fit``) has no row sample of its
+    first batch: its sample starts with the next batch.  A small first fit's
+    exact summary (sorted projections) is converted to leaves with exact counts
+    within ``tol`` here, once.
+    """
+    st = model.__dict__.get("_stream")
+    if st is None:
+        st = StreamState(None, RowSample.empty(model.n_features_in_),  # type: ignore[arg-type]
+                         window=model.window)
+        model.n_batches_ = 1
+        model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+        model._stream = st
+    if st.bounds is None:
+        summary = leaf_summary(model.summary_, float(model.tol))
+        if summary is not model.summary_:
+            model.summary_ = summary
+            model.error_bound_ = model._error_bound(summary)
+            model._train_depth = model._train_token = None
+            model._fit_token = tokenize(model._fit_token, "leaves")
+        bounds = block_bounds(summary)
+        st.bounds = np.concatenate(bounds) if bounds else np.zeros((0, 2))
+        if model.window is not None:
+            st.history = [base_counts(summary, bounds)]
+            st.history_rows = [int(summary.n)]
+            st.history_samples = [st.sample]
+        st.window = model.window
+    return st
+
+
+def _split_bounds(summary: DepthSummary, bounds: np.ndarray) -> list[np.ndarray]:
+    return [bounds[b.j0:b.j1] for b in summary.blocks]
+
+
+def _check_window(model: Any, st: StreamState) -> None:
+    """Refuse a window set after the stream started, or one whose history is too large."""
+    if model.window != st.window:
+        raise ValueError(
+            f"window={model.window!r} was set after this model's first batch (it started with "
+            f"window={st.window!r}): a window keeps each batch's counts from the first batch "
+            "on. Set window= before the first partial_fit, or start again from "
+            "daskdepth.template(model)")
+    if model.window is None:
+        return
+    leaves = sum(int(getattr(b, "n_leaves", 0)) for b in model.summary_.blocks
+                 if not is_handle(b))
+    per_batch = history_bytes(leaves, model.n_directions_, model.n_features_in_)
+    if model.window * per_batch > WINDOW_MAX_BYTES:
+        raise ValueError(
+            f"window={model.window} would keep {model.window * per_batch / 2**30:.1f} GiB of "
+            f"batch history ({per_batch:,} bytes per batch: 8 per leaf, 16 per direction and a "
+            f"row sample), above the {WINDOW_MAX_BYTES // 2**30} GiB allowed: use a smaller "
+            "window, fewer directions or a larger tol")
+
+
+def update(model: Any, X: Any, sample_dim: Any = None) -> None:
+    """Add the rows of ``X`` to a fitted (or template) model: one pass over ``X`` only."""
+    fitted = getattr(model, "feature_names_in_", None)
+    name = type(model).__name__
+    data = as_input(X, what="X", min_samples=1, nan_policy=model.nan_policy,
+                    check_names=lambda names: check_feature_names(fitted, names, name),
+                    sample_dim=sample_dim, n_features=model.n_features_in_)
+    if data.n_features != model.n_features_in_:
+        raise ValueError(
+            f"X has {data.n_features} features, but {name} is expecting "
+            f"{model.n_features_in_} features as input; partial_fit takes batches with the "
+            "columns of the first fit")
+    st = _started(model)
+    _check_window(model, st)
+    summary = model.summary_
+    bounds = _split_bounds(summary, st.bounds)
+    window = model.window
+    drops = exts = None
+    dropped_rows = 0
+    leaving = 0
+    if window is not None:
+        leaving = max(0, len(st.history) + 1 - window)
+        kept = st.history[leaving:]
+        if leaving:
+            drops = [_sum_counts([batch[b] for batch in st.history[:leaving]])
+                     for b in range(len(summary.blocks))]
+            dropped_rows = sum(st.history_rows[:leaving])
+        exts = [window_ext(kept, b, block.mb) for b, block in enumerate(summary.blocks)]
+
+    def check(scan: BatchScan) -> None:
+        if scan.n_bad and model.nan_policy == "raise":
+            raise ValueError(nan_rows_message(scan.n_bad, scan.bad_rows))
+        if scan.n == 0:
+            raise ValueError(f"X has no finite rows (all {scan.n_bad} hold NaN or inf): there "
+                             "is nothing to add; pass a batch with finite rows")
+
+    token = tokenize(model._fit_token, data.array.name, fresh_token())
+    done = add_batch(data.array, summary, bounds, check=check,
+                     keep_counts=window is not None, drops=drops, dropped_rows=dropped_rows,
+                     exts=exts, token=token)
+    rows = int(done.scan.n)
+    model.summary_ = done.summary
+    model.n_samples_fit_ = int(done.summary.n)
+    model.n_batches_ = int(model.n_batches_) + 1
+    batch_rows = np.append(np.asarray(model.batch_rows_, dtype=np.int64), rows)
+    if window is not None:
+        assert done.counts is not None
+        st.history = st.history[leaving:] + [done.counts]
+        st.history_rows = st.history_rows[leaving:] + [rows]
+        st.history_samples = st.history_samples[leaving:] + [done.scan.sample]
+        st.sample = merge_samples(st.history_samples)
+        batch_rows = batch_rows[-len(st.history):]
+    else:
+        st.sample = merge_samples([st.sample, done.scan.sample])
+    model.batch_rows_ = batch_rows
+    refresh(model, token)
+
+
+def refresh(model: Any, token: str) -> None:
+    """The attributes that follow the summary: bound, sample depths, offset, tokens.
+
+    ``offset_`` is the ``contamination`` quantile of the depths, under the
+    updated summary, of the stream's content-keyed row sample (at most
+    :data:`~daskdepth.summary.streaming.STREAM_SAMPLE` rows of those the
+    summary holds); with no sampled rows (a model fitted by ``fit`` before its
+    first batch) it stays.  Warns once when the bound passes its budget.
+    """
+    summary = model.summary_
+    model._fit_token = token
+    model._train_depth = None
+    model._train_token = None
+    model.error_bound_ = float(model._error_bound(summary)) if summary.n else 0.0
+    sample = model._stream.sample
+    if sample.size and summary.n:
+        model._sample_depth = offset_depths(summary, sample.rows, token, model._statistic)
+        model.offset_ = float(np.percentile(model._sample_depth, 100 * model.contamination))
+    budget = BOUND_BUDGET * float(model.tol)
+    if model.error_bound_ > budget and not model.__dict__.get("_bound_warned", False):
+        model._bound_warned = True
+        warnings.warn(
+            f"partial_fit: the certified depth error bound is now {model.error_bound_:.3g}, "
+            f"above its budget of {BOUND_BUDGET:g} x tol = {budget:.3g}: the new rows fall in "
+            "few of the leaves fitted on the first batch (the data drift away from it). The "
+            "depths stay within the bound; to bring it back to tol, fit a model on recent "
+            "data (fit)", StreamBoundWarning, stacklevel=user_stacklevel())
+
+
+def _sum_counts(parts: list[BatchCounts]) -> BatchCounts:
+    counts = parts[0].counts.copy()
+    ext = parts[0].ext.copy()
+    for p in parts[1:]:
+        counts += p.counts
+        np.minimum(ext[:, 0], p.ext[:, 0], out=ext[:, 0])
+        np.maximum(ext[:, 1], p.ext[:, 1], out=ext[:, 1])
+    return BatchCounts(counts, ext)
+
+
+# ---------------------------------------------------------------- templates and merging
+
+
+def _check_capable(model: Any, what: str) -> None:
+    if not getattr(type(model).capabilities, "partial_fit", False):
+        raise TypeError(f"{what} takes models whose summaries add up (AIIRW, IRW, Halfspace); "
+                        f"got a {type(model).__name__}")
+    if "summary_" not in model.__dict__:
+        raise ValueError(f"{what} takes fitted models; this {type(model).__name__} is not "
+                         "fitted: fit it (or partial_fit it) first")
+
+
+def template(model: Any) -> Any:
+    """A model with ``model``'s frame, directions and leaf keys, holding no rows yet.
+
+    Models started from one template and fed with :meth:`partial_fit` (per
+    site, per day, in parallel) share their frame and leaf keys, so that
+    :func:`merge` combines them into the model of their union.  The template
+    cannot score (it holds no rows); its first ``partial_fit`` counts a batch
+    into its leaves.  Its ``window`` is the model's (``set_params`` before the
+    first batch to change it).
+
+    Parameters
+    ----------
+    model : AIIRW, IRW or Halfspace
+        A fitted model: its frame (location, covariance, directions) and its
+        leaf keys are kept; its rows are not.
+
+    Returns
+    -------
+    model
+        A new estimator of the same class and parameters with
+        ``n_samples_fit_ == 0`` and ``n_batches_ == 0``.
+
+    Examples
+    --------
+    >>> import numpy as np, daskdepth
+    >>> rng = np.random.default_rng(0)
+    >>> reference = daskdepth.IRW(n_directions=20, tol=0.01, random_state=0).fit(
+    ...     rng.normal(size=(2000, 2)))
+    >>> start = daskdepth.template(reference)
+    >>> site_a = daskdepth.template(reference).partial_fit(rng.normal(size=(500, 2)))
+    >>> site_b = daskdepth.template(reference).partial_fit(rng.normal(size=(700, 2)))
+    >>> both = daskdepth.merge([site_a, site_b])
+    >>> start.n_samples_fit_, both.n_samples_fit_, both.n_batches_
+    (0, 1200, 2)
+    """
+    _check_capable(model, "daskdepth.template")
+    source = copy.copy(model)  # the stream started on a copy: the model is left as it was
+    source.__dict__ = dict(model.__dict__)
+    if "_stream" in source.__dict__:
+        source._stream = copy.copy(model._stream)
+    st = _started(source)
+    summary = source.summary_
+    out = copy.copy(source)
+    out.__dict__ = dict(source.__dict__)
+    out.summary_ = empty_summary(summary, _split_bounds(summary, st.bounds))
+    out.n_samples_fit_ = 0
+    out.n_batches_ = 0
+    out.batch_rows_ = np.zeros(0, dtype=np.int64)
+    out.error_bound_ = 0.0
+    out._sample_depth = np.zeros(0)
+    out._train_depth = out._train_token = None
+    out._fit_token = tokenize(model._fit_token, "template", fresh_token())
+    out._stream = StreamState(st.bounds.copy(), RowSample.empty(model.n_features_in_),
+                              window=model.window)
+    out.__dict__.pop("_bound_warned", None)
+    return out
+
+
+def _local_leaves(model: Any) -> tuple[list[BlockLeaves], np.ndarray]:
+    """The model's blocks as leaves held here, and its base bounds."""
+    blocks = [b.load() if is_handle(b) else b for b in model.summary_.blocks]
+    blocks = [sorted_to_leaves(b, float(model.tol)) if isinstance(b, BlockSorted) else b
+              for b in blocks]
+    st = model.__dict__.get("_stream")
+    if st is not None and st.bounds is not None:
+        return blocks, st.bounds
+    return blocks, np.concatenate([key_bounds(b) for b in blocks])
+
+
+def _same(a: Any, b: Any) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if isinstance(a, np.ndarray) or isinstance(b, np.ndarray):
+        return (isinstance(a, np.ndarray) and isinstance(b, np.ndarray)
+                and a.shape == b.shape and bool(np.array_equal(a, b)))
+    return bool(a == b)
+
+
+#: Parameters that do not change a model's summary, so models to merge may differ in them.
+_FREE_PARAMS = ("verbose",)
+
+
+def merge(models: Any) -> Any:
+    """The model of the union of the rows of ``models``, fitted in one frame.
+
+    Models started from one :func:`template` (or one model fed with
+    ``partial_fit``) on disjoint data, per site, per day or in parallel, hold
+    counts of rows in the same leaves: merging adds them.  The result is the
+    model that counting all their batches into one of them gives: the same
+    depths, bound and ``offset_`` bit for bit, whatever the order or grouping
+    of the merges (counts are exact integers, extremes merge by min / max, the
+    row sample that sets ``offset_`` is content-keyed).  ``n_batches_`` adds
+    up and ``batch_rows_`` lists the models' batches in the order given.
+
+    Models with a ``window`` are refused (a window's order of batches is not
+    defined across models), and so are models whose class, parameters (but
+    ``verbose``), features, frame (location, covariance, whitening basis),
+    directions or leaf keys differ.  The merged summary is held in this
+    process (blocks kept on a cluster are brought here).
+
+    Parameters
+    ----------
+    models : iterable of AIIRW, IRW or Halfspace
+        At least one fitted model.
+
+    Returns
+    -------
+    model
+        A new estimator.
+
+    Examples
+    --------
+    >>> import numpy as np, daskdepth
+    >>> rng = np.random.default_rng(1)
+    >>> start = daskdepth.template(daskdepth.AIIRW(n_directions=30, tol=0.01,
+    ...                                            random_state=0).fit(rng.normal(size=(3000, 3))))
+    >>> days = [daskdepth.template(start).partial_fit(rng.normal(size=(400, 3)))
+    ...         for _ in range(3)]
+    >>> a = daskdepth.merge([daskdepth.merge(days[:2]), days[2]])
+    >>> b = daskdepth.merge([days[2], daskdepth.merge([days[1], days[0]])])
+    >>> X = rng.normal(size=(5, 3))
+    >>> bool((a.score_samples(X) == b.score_samples(X)).all()), a.n_samples_fit_
+    (True, 1200)
+    """
+    models = list(models)
+    if not models:
+        raise ValueError("daskdepth.merge takes at least one model; got none")
+    first = models[0]
+    for model in models:
+        _check_capable(model, "daskdepth.merge")
+    cls = type(first)
+    for i, model in enumerate(models[1:], 1):
+        if type(model) is not cls:
+            raise TypeError(f"daskdepth.merge: model {i} is a {type(model).__name__}, model 0 "
+                            f"a {cls.__name__}: only models of one depth merge")
+    for i, model in enumerate(models):
+        if model.window is not None:
+            raise ValueError(
+                f"daskdepth.merge: model {i} has window={model.window}: a window keeps the most "
+                "recent batches of one stream, which is not defined across models; merge "
+                "models with window=None (set_params(window=None) before their first batch)")
+    params = {k: v for k, v in first.get_params(deep=False).items() if k not in _FREE_PARAMS}
+    for i, model in enumerate(models[1:], 1):
+        other = model.get_params(deep=False)
+        for key, value in params.items():
+            if not _same(value, other.get(key)):
+                raise ValueError(
+                    f"daskdepth.merge: model {i} has {key}={other.get(key)!r}, model 0 "
+                    f"{key}={value!r}: models merge only with the same parameters")
+    checks = [("n_features_in_", "number of features"), ("feature_names_in_", "feature names"),
+              ("location_", "location (the frame's centre)"),
+              ("covariance_", "covariance (the frame)"), ("basis_", "whitening basis (the frame)"),
+              ("directions_", "directions")]
+    for i, model in enumerate(models[1:], 1):
+        for attr, what in checks:
+            if not _same(first.__dict__.get(attr), model.__dict__.get(attr)):
+                raise ValueError(
+                    f"daskdepth.merge: model {i} has another {what} ({attr}) than model 0: "
+                    "models merge only when fitted in one frame; start them from one "
+                    "template (daskdepth.template(model)) and add their rows with partial_fit")
+    held = [_local_leaves(model) for model in models]
+    blocks0, bounds0 = held[0]
+    bases0 = [base_state(b, first.summary_.n, bounds0[b.j0:b.j1]) for b in blocks0]
+    totals = [state[2].counts.copy() for state in bases0]
+    exts = [[state[2].ext] for state in bases0]
+    for i, (model, (blocks, bounds)) in enumerate(zip(models[1:], held[1:], strict=True), 1):
+        same = (len(blocks) == len(blocks0) and _same(bounds, bounds0)
+                and all(b.j0 == a.j0 and b.j1 == a.j1 for a, b in zip(blocks0, blocks,
+                                                                       strict=True)))
+        states = [base_state(b, model.summary_.n, bounds[b.j0:b.j1]) for b in blocks] \
+            if same else []
+        if not same or not all(
+                _same(s[0], a[0]) and _same(s[1], a[1]) for s, a in zip(states, bases0,
+                                                                         strict=True)):
+            raise ValueError(
+                f"daskdepth.merge: model {i} has other leaf keys than model 0 (its first fit "
+                "was another): models merge only when started from one template; start each "
+                "from daskdepth.template(model) and add its rows with partial_fit")
+        for b, state in enumerate(states):
+            totals[b] += state[2].counts
+            exts[b].append(state[2].ext)
+    n = int(sum(int(model.summary_.n) for model in models))
+    blocks = []
+    for b, block in enumerate(blocks0):
+        ext = _sum_counts([BatchCounts(np.zeros(0), e) for e in exts[b]]).ext
+        blocks.append(stream_block(block.j0, block.j1, bases0[b][0], bases0[b][1], totals[b],
+                                   ext))
+    out = copy.copy(first)
+    out.__dict__ = dict(first.__dict__)
+    summary = first.summary_
+    out.summary_ = DepthSummary(summary.location, summary.directions, blocks, n)
+    out.n_samples_fit_ = n
+    out.n_batches_ = int(sum(int(m.__dict__.get("n_batches_", 1)) for m in models))
+    out.batch_rows_ = np.concatenate([
+        np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
+        for m in models])
+    samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
+    out._stream = StreamState(bounds0.copy(), merge_samples(samples) if samples
+                              else RowSample.empty(first.n_features_in_))
+    out.__dict__.pop("_bound_warned", None)
+    out.__dict__["verbose"] = first.verbose
+    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
+    refresh(out, token)
+    return out
+
+
+def first_batch(model: Any, X: Any, sample_dim: Any) -> None:
+    """The first ``partial_fit`` of an unfitted model: ``fit``, then the stream's state."""
+    model._validate_params()
+    with show_phases(model._progress_label(), model.verbose):
+        data = model._fit(X, sample_dim)
+    model.offset_ = float(np.percentile(model._sample_depth, 100 * model.contamination))
+    start(model, data)

@@ -1,0 +1,293 @@
+"""Adding a batch of rows to a fitted leaf summary: one pass over the batch only.
+
+``partial_fit``'s work (:meth:`daskdepth.estimators.depths.LeafDepth.partial_fit`):
+the batch's rows are projected on the fitted directions, centred on the fitted
+location, and counted into the existing leaves by the histogram pass
+(:func:`daskdepth.passes.leaves.histogram_graph`, placed by
+:func:`daskdepth.runtime.plan.pass_plan` as the fit's passes are: a summary
+kept on the workers is updated where it is); the same pass draws the batch's
+content-keyed row sample and counts its non-finite rows.  Each block is then
+rebuilt from its base keys, the summed counts and the extremes
+(:func:`daskdepth.summary.streaming.updated_block`), where it lives.  No row of
+an earlier batch is read again.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import dask
+import dask.array as da
+import numpy as np
+from dask.base import tokenize
+from dask.delayed import delayed
+
+from ..errors import MAX_BAD_ROWS
+from ..kernels.leaves import plan_cuts
+from ..passes.leaves import BlockTask, histogram_graph
+from ..runtime.client import active_client
+from ..runtime.graph import reduce_chunks, row_blocks
+from ..runtime.keys import fresh_token, key_name
+from ..runtime.placement import on_worker
+from ..runtime.plan import pass_plan
+from ..runtime.shards import realize, share
+from ..summary.blocks import is_handle
+from ..summary.depth import DepthSummary
+from ..summary.leaves import BlockLeaves, LeafCounts
+from ..summary.sorted import BlockSorted
+from ..summary.streaming import (
+    STREAM_SAMPLE,
+    BatchCounts,
+    RowSample,
+    base_state,
+    batch_counts,
+    bottom_rows,
+    empty_block,
+    key_bounds,
+    merge_samples,
+    merged_ext,
+    updated_block,
+)
+from .summaries import leaf_cap
+
+
+@dataclass
+class BatchScan:
+    """What the pass learns of a batch besides its counts: finite and non-finite rows, sample."""
+
+    n: int
+    n_bad: int
+    bad_rows: np.ndarray
+    sample: RowSample
+
+
+def _scan_chunk(x: np.ndarray, start: int, k: int) -> BatchScan:
+    x = np.asarray(x, dtype=np.float64)
+    finite = np.isfinite(x).all(axis=1)
+    bad = np.flatnonzero(~finite)
+    return BatchScan(int(finite.sum()), int(bad.size), start + bad[:MAX_BAD_ROWS],
+                     bottom_rows(x[finite], k))
+
+
+def _scan_merge(*parts: BatchScan) -> BatchScan:
+    return BatchScan(sum(p.n for p in parts), sum(p.n_bad for p in parts),
+                     np.concatenate([p.bad_rows for p in parts])[:MAX_BAD_ROWS],
+                     merge_samples([p.sample for p in parts], STREAM_SAMPLE))
+
+
+def scan_graph(x: da.Array, token: str) -> Any:
+    """Delayed :class:`BatchScan` of ``x``: one task per row chunk, reduced in a tree.
+
+    It reads the same row-chunk keys as the histogram pass, so computed with it
+    each chunk is read once.
+    """
+    blocks, starts = row_blocks(x)
+    return reduce_chunks(blocks, _scan_chunk, _scan_merge, key=(key_name("feed", token),),
+                         merge_key=key_name("merge", token, "stream"), args=(STREAM_SAMPLE,),
+                         starts=starts)
+
+
+def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
+    """Leaves with exact counts of a block of sorted projections, each within ``tol``.
+
+    What the in-memory fit plans when it keeps leaves (each direction's sorted
+    values cut greedily into leaves of at most the leaf limit for ``tol`` and
+    ``n`` rows, atoms apart, light neighbours merged), so that batches can be
+    counted into them: a small first fit's exact summary is converted once,
+    before its first batch is added (its bound becomes at most ``tol``).
+
+    Examples
+    --------
+    >>> block = BlockSorted(0, 1, np.array([[0.0, 1.0, 1.0, 3.0]]))
+    >>> leaves = sorted_to_leaves(block, 0.0)
+    >>> leaves.cuts.tolist(), leaves.lut.tolist()
+    ([0.0, 1.0, 1.0000000000000002, 3.0, 3.0000000000000004], [0.0, 0.5, 3.0, 0.0, 1.0, 0.0])
+    """
+    values = block.values
+    mb, n = values.shape
+    cap = leaf_cap(n, tol)
+    nodes = np.zeros(n, dtype=np.int64)
+    whole = (np.array([-np.inf]), np.array([np.inf]))
+    cuts, counts = [], []
+    ext = np.empty((mb, 2))
+    for jj in range(mb):
+        p = np.ascontiguousarray(values[jj])
+        _, _, k, c = plan_cuts(nodes, p, np.zeros(0), 1.0, float(cap), *whole)
+        cuts.append(k)
+        counts.append(c if c.size else np.array([float(n)]))
+        ext[jj] = p[0], p[-1]
+    cptr = np.concatenate([[0], np.cumsum([k.size for k in cuts])]).astype(np.int64)
+    planned = BlockLeaves.planned(block.j0, block.j1, cptr, np.concatenate(cuts))
+    return planned.finished(LeafCounts(np.concatenate(counts), ext), cap).without_counts()
+
+
+def _as_leaves(block: Any, tol: float) -> BlockLeaves:
+    return sorted_to_leaves(block, tol) if isinstance(block, BlockSorted) else block
+
+
+def _bounds_of(block: Any) -> np.ndarray:
+    return key_bounds(block)
+
+
+def _map_blocks(blocks: list[Any], fn: Any, args: list[tuple], n: int, token: str,
+                verb: str = "stream") -> list[Any]:
+    """``fn(block, *args[b])`` for every block, where the block is; the results replace them.
+
+    Blocks kept on a cluster stay there (the results too); blocks held here are
+    computed here, or on a cluster sent and brought back.
+    """
+    with pass_plan(blocks, f"{token}.{verb}") as plan:
+        tasks = []
+        for b, ref in enumerate(plan.refs):
+            with on_worker(plan.homes[b]):
+                tasks.append(delayed(fn, pure=True)(
+                    ref, *args[b], dask_key_name=(key_name("feed", token, verb), b)))
+        return realize(tasks, n, key_name("feed", token, verb, "meta"), keep=plan.kept)
+
+
+def _fetch(blocks: list[Any], fn: Any, args: list[tuple], token: str, verb: str) -> list[Any]:
+    """``fn(block, *args[b])`` for every block, computed where the block is, brought here."""
+    with pass_plan(blocks, f"{token}.{verb}") as plan:
+        tasks = []
+        for b, ref in enumerate(plan.refs):
+            with on_worker(plan.homes[b]):
+                tasks.append(delayed(fn, pure=True)(
+                    ref, *args[b], dask_key_name=(key_name("feed", token, verb), b)))
+        client = active_client()
+        if client is None:
+            return list(dask.compute(*tasks))
+        return list(client.gather(client.compute(tasks)))
+
+
+def leaf_summary(summary: DepthSummary, tol: float) -> DepthSummary:
+    """``summary`` with its blocks of sorted projections converted to leaves (exact counts)."""
+    token = tokenize(fresh_token())
+    held = [b for b in summary.blocks if is_handle(b)]
+    if held:  # blocks kept elsewhere: asked where they are
+        kinds = _fetch(held, _is_sorted, [()] * len(held), token, "kinds")
+    else:
+        kinds = []
+    if not any(_is_sorted(b) for b in summary.blocks) and not any(kinds):
+        return summary
+    blocks = _map_blocks(list(summary.blocks), _as_leaves, [(tol,)] * len(summary.blocks),
+                         summary.n, token, "leaves")
+    return DepthSummary(summary.location, summary.directions, blocks, summary.n)
+
+
+def _is_sorted(block: Any) -> bool:
+    return isinstance(block, BlockSorted)
+
+
+def block_bounds(summary: DepthSummary) -> list[np.ndarray]:
+    """The base bounds (first and last key per direction) of every block of a leaf summary."""
+    token = tokenize(fresh_token())
+    return _fetch(list(summary.blocks), _bounds_of, [()] * len(summary.blocks), token, "bounds")
+
+
+def base_counts(summary: DepthSummary, bounds: list[np.ndarray]) -> list[BatchCounts]:
+    """The rows of every block as base-leaf counts (a window's first batch), brought here."""
+    token = tokenize(fresh_token())
+    return _fetch(list(summary.blocks), _base_counts_task,
+                  [(summary.n, bounds[b]) for b in range(len(summary.blocks))], token, "base")
+
+
+def _base_counts_task(block: BlockLeaves, n: int, bounds: np.ndarray) -> BatchCounts:
+    return base_state(block, n, bounds)[2]
+
+
+def empty_summary(summary: DepthSummary, bounds: list[np.ndarray]) -> DepthSummary:
+    """The summary's base keys holding no rows (a template), its blocks where they were."""
+    token = tokenize(fresh_token())
+    blocks = _map_blocks(list(summary.blocks), empty_block,
+                         [(bounds[b],) for b in range(len(summary.blocks))], 1, token, "empty")
+    return DepthSummary(summary.location, summary.directions, blocks, 0)
+
+
+@dataclass
+class BatchUpdate:
+    """A batch counted into a summary: the new summary, the batch's rows and sample.
+
+    ``counts`` holds the batch's :class:`~daskdepth.summary.streaming.BatchCounts`
+    per block (brought here) when asked for (a window's history), else None.
+    """
+
+    summary: DepthSummary
+    scan: BatchScan
+    counts: list[BatchCounts] | None
+
+
+class BatchRefused(ValueError):
+    """The batch cannot be added (its non-finite rows under ``nan_policy='raise'``, no rows)."""
+
+
+def _update_task(block: BlockLeaves, part: LeafCounts, n: int, bounds: np.ndarray,
+                 drop: BatchCounts | None, ext: np.ndarray | None) -> BlockLeaves:
+    # a window's extremes: those of the batches it keeps, and the new batch's
+    kept = None if ext is None else merged_ext([ext, part.ext], block.mb)
+    return updated_block(block, n, bounds, batch_counts(block, part, bounds), drop, kept)
+
+
+def add_batch(x: da.Array, summary: DepthSummary, bounds: list[np.ndarray], *,
+              check: Any, keep_counts: bool = False,
+              drops: list[BatchCounts] | None = None, dropped_rows: int = 0,
+              exts: list[np.ndarray] | None = None, token: str) -> BatchUpdate:
+    """One pass over the batch ``x``: its rows counted into ``summary``'s leaves.
+
+    ``bounds`` are the base bounds of every block; ``check(scan)`` is called
+    with the batch's :class:`BatchScan` before any block is changed (it raises
+    to refuse the batch: the summary is then left as it was).  ``drops`` (a
+    window) are the counts of the batch that leaves, per block, and
+    ``dropped_rows`` its rows; ``exts`` the extremes of the batches kept before
+    this one, per block (the new batch's are merged in).  ``keep_counts``
+    brings the batch's base-leaf counts here (a window's history).
+    """
+    blocks = list(summary.blocks)
+    directions = share(summary.directions, key_name("share", token, "directions"))
+    scan = scan_graph(x, token)
+    client = active_client()
+    with pass_plan(blocks, token, x, None, "update") as plan:
+        outs = histogram_graph(x, summary.location, directions,
+                               [BlockTask(b.j0, b.j1, r) for b, r in
+                                zip(blocks, plan.refs, strict=True)],
+                               token=token, plan=plan)
+        if client is None:
+            # one computation: each row chunk is read once for the counts and the scan
+            *parts, result = dask.compute(*outs, scan)
+        else:
+            futures = client.compute([*outs, scan])
+            parts, result = futures[:-1], futures[-1].result()
+        check(result)
+        n = summary.n + result.n - dropped_rows
+        counts = None
+        if keep_counts:
+            tasks = []
+            for b, (ref, part) in enumerate(zip(plan.refs, parts, strict=True)):
+                with on_worker(plan.homes[b]):
+                    tasks.append(delayed(batch_counts, pure=True)(
+                        ref, part, bounds[b],
+                        dask_key_name=(key_name("feed", token, "batch"), b)))
+            counts = (list(dask.compute(*tasks)) if client is None
+                      else list(client.gather(client.compute(tasks))))
+        tasks = []
+        for b, (ref, part) in enumerate(zip(plan.refs, parts, strict=True)):
+            with on_worker(plan.homes[b]):
+                tasks.append(delayed(_update_task, pure=True)(
+                    ref, part, summary.n, bounds[b], None if drops is None else drops[b],
+                    None if exts is None else exts[b],
+                    dask_key_name=(key_name("feed", token, "block"), b)))
+        new_blocks = realize(tasks, max(n, 1), key_name("feed", token, "meta"),
+                             keep=plan.kept)
+        del parts
+    return BatchUpdate(DepthSummary(summary.location, summary.directions, new_blocks, n),
+                       result, counts)
+
+
+def window_ext(history: list[list[BatchCounts]], block: int, mb: int) -> np.ndarray:
+    """The extremes of block ``block`` over the batches of ``history``."""
+    ext = np.empty((mb, 2))
+    ext[:, 0], ext[:, 1] = np.inf, -np.inf
+    for batch in history:
+        np.minimum(ext[:, 0], batch[block].ext[:, 0], out=ext[:, 0])
+        np.maximum(ext[:, 1], batch[block].ext[:, 1], out=ext[:, 1])
+    return ext
