@@ -251,9 +251,9 @@ def test_model_fitted_by_fit_takes_batches_too():
 @pytest.mark.parametrize("first_rows", [150, 12_000])  # exact (sorted) first fit, and leaves
 def test_cluster_with_sharded_summaries_updates_in_place_with_the_same_bits(monkeypatch,
                                                                           first_rows):
-    import daskdepth.runtime.memory
     from distributed import Client, LocalCluster
 
+    import daskdepth.runtime.memory
     from daskdepth.runtime.shards import ClusterBlock
 
     rng = np.random.default_rng(13)

@@ -26,6 +26,9 @@ STREAM_ATTRIBUTES = ("n_batches_", "batch_rows_")
 
 #: ``window=``: the number of most recent batches the summary holds (None: all).
 WINDOW_CONSTRAINT = [Interval(Integral, 1, None, closed="left"), None]
+#: ... and what to pass instead of an invalid one.
+WINDOW_HINT = ("window is the number of most recent batches partial_fit keeps (at least 1), "
+               "or None for all")
 
 
 class LeafDepth(DepthDetector):
@@ -41,6 +44,7 @@ class LeafDepth(DepthDetector):
     capabilities = Capabilities(directions=True, tol=True, covariance=True, explains=True,
                                 std=True, partial_fit=True)
     _statistic = MEAN
+    _hints = {"window": WINDOW_HINT}
     _optional_fitted_attributes = ("feature_names_in_", *STREAM_ATTRIBUTES)
     _fitted_attributes = (
         "n_features_in_", "location_", "covariance_", "directions_", "n_directions_",
@@ -620,6 +624,7 @@ class Halfspace(LeafDepth):
     # 'auto' picks m for a standard error of a mean over directions; a minimum has none.
     _parameter_constraints["n_directions"], _hints = no_auto_directions("100 x n_features")
     _parameter_constraints["window"] = WINDOW_CONSTRAINT
+    _hints = {**_hints, "window": WINDOW_HINT}
 
     def __init__(self, n_directions: int | None = None, affine_invariant: bool = False,
                  covariance: object = "sample", tol: float = DEFAULT_TOL,

@@ -115,6 +115,8 @@ def _split_bounds(summary: DepthSummary, bounds: np.ndarray) -> list[np.ndarray]
 
 def _check_window(model: Any, st: StreamState) -> None:
     """Refuse a window set after the stream started, or one whose history is too large."""
+    if int(model.n_batches_) == 0:  # a template holds no batch yet: any window applies
+        st.window = model.window
     if model.window != st.window:
         raise ValueError(
             f"window={model.window!r} was set after this model's first batch (it started with "
@@ -136,6 +138,7 @@ def _check_window(model: Any, st: StreamState) -> None:
 
 def update(model: Any, X: Any, sample_dim: Any = None) -> None:
     """Add the rows of ``X`` to a fitted (or template) model: one pass over ``X`` only."""
+    model._validate_params()  # as fit does (window= may have been set since)
     fitted = getattr(model, "feature_names_in_", None)
     name = type(model).__name__
     data = as_input(X, what="X", min_samples=1, nan_policy=model.nan_policy,
@@ -192,7 +195,7 @@ def update(model: Any, X: Any, sample_dim: Any = None) -> None:
     refresh(model, token)
 
 
-def refresh(model: Any, token: str) -> None:
+def refresh(model: Any, token: str, who: str = "partial_fit") -> None:
     """The attributes that follow the summary: bound, sample depths, offset, tokens.
 
     ``offset_`` is the ``contamination`` quantile of the depths, under the
@@ -214,7 +217,7 @@ def refresh(model: Any, token: str) -> None:
     if model.error_bound_ > budget and not model.__dict__.get("_bound_warned", False):
         model._bound_warned = True
         warnings.warn(
-            f"partial_fit: the certified depth error bound is now {model.error_bound_:.3g}, "
+            f"{who}: the certified depth error bound is now {model.error_bound_:.3g}, "
             f"above its budget of {BOUND_BUDGET:g} x tol = {budget:.3g}: the new rows fall in "
             "few of the leaves fitted on the first batch (the data drift away from it). The "
             "depths stay within the bound; to bring it back to tol, fit a model on recent "
@@ -445,7 +448,7 @@ def merge(models: Any) -> Any:
     out.__dict__.pop("_bound_warned", None)
     out.__dict__["verbose"] = first.verbose
     token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
-    refresh(out, token)
+    refresh(out, token, "daskdepth.merge")
     return out
 
 

@@ -101,8 +101,10 @@ def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
     --------
     >>> block = BlockSorted(0, 1, np.array([[0.0, 1.0, 1.0, 3.0]]))
     >>> leaves = sorted_to_leaves(block, 0.0)
-    >>> leaves.cuts.tolist(), leaves.lut.tolist()
-    ([0.0, 1.0, 1.0000000000000002, 3.0, 3.0000000000000004], [0.0, 0.5, 3.0, 0.0, 1.0, 0.0])
+    >>> leaves.cuts.tolist()  # at tol=0 every value is an atom [a, nextafter(a))
+    [0.0, 5e-324, 1.0, 1.0000000000000002, 3.0, 3.0000000000000004]
+    >>> leaves.lut.tolist()  # min(L, G) of each leaf, exact
+    [0.0, 1.0, 1.0, 3.0, 1.0, 1.0, 0.0]
     """
     values = block.values
     mb, n = values.shape

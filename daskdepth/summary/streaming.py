@@ -104,7 +104,7 @@ def history_bytes(n_leaves: int, m: int, d: int) -> int:
     Examples
     --------
     >>> history_bytes(10_000, 100, 5)
-    293888
+    278208
     """
     return 8 * int(n_leaves) + 16 * int(m) + STREAM_SAMPLE * (8 * int(d) + 8)
 
