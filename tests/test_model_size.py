@@ -23,7 +23,7 @@ import daskdepth.storage.blockstore
 from daskdepth.errors import ModelFormatError
 from daskdepth.storage.blockstore import StoredBlock
 from daskdepth.storage.codec import checksum
-from daskdepth.storage.modelformat import ATTR, FORMAT_VERSION, document_checksum
+from daskdepth.storage.modelformat import ATTR, FORMAT_VERSION, document_checksum, node_digests
 from daskdepth.summary.sorted import BlockSorted
 
 DATA = Path(__file__).parent / "data"
@@ -57,6 +57,8 @@ def _set_doc(path: Path, mutate) -> None:
     group = zarr.open_group(str(path), mode="r+")
     doc = dict(group.attrs)[ATTR]
     mutate(doc)
+    if "nodes" in doc:  # the metadata files too (format 6)
+        doc["nodes"] = node_digests(path)
     doc["checksum"] = document_checksum(doc)
     group.attrs[ATTR] = doc
 

@@ -25,6 +25,7 @@ from daskdepth.storage.modelformat import (
     ATTR,
     FORMAT_VERSION,
     document_checksum,
+    node_digests,
     read_attributes,
     save_model,
 )
@@ -71,11 +72,14 @@ def _set_doc(path, mutate, *, checksum: bool = True) -> None:
 
     Anyone can recompute the checksum, so the loader's other checks must hold
     without it; ``checksum=False`` is a careless edit, which the checksum catches.
+    The attacker also recomputes the digests of the metadata files (format 6).
     """
     group = zarr.open_group(str(path), mode="r+")
     doc = dict(group.attrs)[ATTR]
     mutate(doc)
     if checksum:
+        if "nodes" in doc:
+            doc["nodes"] = node_digests(path)
         doc["checksum"] = document_checksum(doc)
     group.attrs[ATTR] = doc
 
@@ -557,6 +561,7 @@ def test_array_metadata_is_checked_before_reading(saved):
     doc = json.loads(meta.read_text())
     doc["shape"] = [200_000_000]
     meta.write_text(json.dumps(doc))
+    _set_doc(saved, lambda d: None)  # its digest recomputed, as anyone can
     done = _load_in_subprocess(saved)
     assert "ModelFormatError" in done.stdout, done.stdout + done.stderr
     assert "declared with shape (200000000,)" in done.stdout
@@ -698,7 +703,7 @@ def test_padded_array_metadata_is_refused_before_it_is_read(saved):
 def test_padded_block_data_metadata_is_refused_at_each_block_read(saved):
     loaded = daskdepth.load(saved)  # its blocks are read when scoring needs them
     _pad_json(saved / BLOCKS / "data" / "zarr.json", 2**20)
-    with pytest.raises(ModelFormatError, match=r"zarr.json of its block data of 1,048,576 "
+    with pytest.raises(ModelFormatError, match=r"data/zarr.json' of 1,048,576 "
                                                r"bytes, more than the 65,536"):
         loaded.score_samples(_data(20))
 

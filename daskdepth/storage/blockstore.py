@@ -54,6 +54,7 @@ from .paths import (
     local_target,
     open_node,
     quiet_zarr,
+    store_file_digest,
 )
 from .targets import stored_document
 
@@ -249,6 +250,9 @@ class BlockSource(NamedTuple):
     #: The model document's checksum when the model was read: a store replaced since
     #: (a new fit saved over it) has another, which says why its blocks no longer match.
     generation: str = ""
+    #: SHA-256 of the block data's ``zarr.json`` (format version 6), checked at each block
+    #: read before Zarr reads the file; '' for older formats (its size is capped only).
+    metadata: str = ""
 
 
 class StoredBlock(BlockHandle):
@@ -292,7 +296,15 @@ class StoredBlock(BlockHandle):
         item = self.item
         try:
             folder = local_target(_join(where, self.source.data))  # also local:// URLs
-            if folder is not None:  # checked (capped) at each block read, parsed once
+            name = f"{self.source.data}/zarr.json"
+            if self.source.metadata:  # hashed (capped) at each block read, parsed once
+                digest = store_file_digest(where, name, self.source.storage_options,
+                                           NODE_METADATA_BYTES)
+                if digest != self.source.metadata:
+                    raise corrupted(where, f"its metadata file {name!r} does not match its "
+                                           "checksum (it was edited or padded); save the "
+                                           "model again or restore the store from a copy")
+            elif folder is not None:  # checked (capped) at each block read, parsed once
                 check_regular(folder / "zarr.json", "a zarr.json of its block data",
                               NODE_METADATA_BYTES)
             node = _data_node(_join(where, self.source.data), folder,
@@ -301,6 +313,8 @@ class StoredBlock(BlockHandle):
                 _check_chunk_files(node, folder, item["offset"], item["nbytes"])
         except UnsafeFileError as exc:
             raise unsafe_store(where, exc) from None
+        except ModelFormatError:
+            raise
         except Exception as exc:
             raise corrupted(where, f"the block data {self.source.data!r} cannot be read "
                                    f"({exc}); save the model again or restore the store "
@@ -507,14 +521,18 @@ class BlockReader(Reader):
     """A :class:`~daskdepth.storage.codec.Reader` that reads a summary's blocks as handles.
 
     ``source`` says where the store is (for the handles to read their blocks
-    later), ``version`` is the model's format version.
+    later), ``version`` is the model's format version and ``nodes`` the
+    SHA-256 of its metadata files (format version 6: a block data's
+    ``zarr.json`` is checked against it at each block read).
     """
 
     def __init__(self, group: Any, manifest: dict[str, Any], classes: dict[str, list[str]],
-                 where: str, source: BlockSource, version: int) -> None:
+                 where: str, source: BlockSource, version: int,
+                 nodes: dict[str, str] | None = None) -> None:
         super().__init__(group, manifest, classes, where)
         self.source = source
         self.version = version
+        self.nodes = nodes or {}
 
     def built(self, obj: Any) -> Any:
         if isinstance(obj, DepthSummary):
@@ -678,5 +696,6 @@ class BlockReader(Reader):
         if nbytes != end:  # the writer stores the arrays, nothing after them
             raise self.corrupt(f"a block's byte range ({nbytes} bytes) is not that of its "
                                f"arrays ({end} bytes)")
-        return StoredBlock(self.source._replace(data=data), item, class_name(cls), eager, n,
-                           index)
+        return StoredBlock(self.source._replace(data=data,
+                                                metadata=self.nodes.get(f"{data}/zarr.json", "")),
+                           item, class_name(cls), eager, n, index)

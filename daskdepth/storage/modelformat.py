@@ -3,10 +3,10 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 5,
+    {"format": "daskdepth-model", "format_version": 6,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
-     "state": {...}, "classes": {...}, "arrays": {...}, "versions": {...},
-     "created": "...", "metadata": {...}}
+     "state": {...}, "classes": {...}, "arrays": {...}, "nodes": {...},
+     "versions": {...}, "created": "...", "metadata": {...}, "checksum": "..."}
 
 ``params`` are the constructor parameters and ``state`` every fitted attribute
 (``location_``, ``covariance_``, ``directions_``, ``summary_``, ...), both as
@@ -20,12 +20,36 @@ they were fitted on (``8 d n`` bytes instead of ``8 m n``), the blocks rebuilt
 from them by the fit's kernel when the model is read (the same bits).
 ``unstored_params`` names the parameters that could not be stored without
 pickle (saved as their defaults).  ``classes`` records the fields of every
-stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every array;
-``checksum`` is the SHA-256 of the canonical JSON of the rest of the document,
-so that its numbers (the blocks' byte ranges and checksums among them) are
-covered too.  A store that was modified or truncated, or that was written by a
-daskdepth whose summaries have another layout (or live in another module), is
-refused with a clear message instead of scoring wrongly.
+stored dataclass and ``arrays`` the dtype, shape and SHA-256 of every array.
+
+What the checksums cover (format version 6).  Every Zarr metadata file of the
+store is covered, so that a changed shape, dtype, codec, chunk grid or fill
+value, an added attribute or mere padding is refused before anything of the
+store is trusted:
+
+* ``nodes`` maps the path of every metadata file below the root (each group's
+  and array's ``zarr.json``, e.g. ``state/directions_/zarr.json``) to the
+  SHA-256 of its bytes, hashed in pieces (:func:`~daskdepth.storage.paths.file_digest`).
+  The loader refuses a file whose bytes do not match, a listed file that is
+  missing, any other metadata file (a Zarr format 2 ``.zarray`` too), and an
+  array of ``arrays`` whose ``zarr.json`` is not listed.
+* The root ``zarr.json`` holds the document, which holds the checksum: the
+  checksum is the SHA-256 of the canonical JSON (sorted keys, no spaces, ASCII,
+  :func:`document_checksum`) of the whole root metadata, its Zarr fields
+  (``zarr_format``, ``node_type``) and every attribute, with the ``checksum``
+  entry taken out of the document, and nothing else; so it covers the
+  document (``nodes`` and the blocks' byte ranges and checksums among its
+  numbers) and anything added beside it.  The bytes of the root file must
+  moreover be exactly the JSON that daskdepth writes for that metadata
+  (``json.dumps(metadata, indent=2)``, as Zarr writes it too): padding or
+  any other re-formatting is refused.
+
+Formats 3 to 5 have no ``nodes``; their checksum is that of the canonical JSON
+of the document alone (less ``checksum``), and their other metadata files are
+checked by size and against the document (an array's declared shape and
+dtype), not by a checksum.  A store that was modified or truncated, or that was
+written by a daskdepth whose summaries have another layout (or live in another
+module), is refused with a clear message instead of scoring wrongly.
 
 Checksums only catch accidents and naive edits: anyone can recompute them.
 Reading therefore trusts nothing in a store.  Before Zarr opens a local store
@@ -68,6 +92,7 @@ import json
 import math
 import os
 import platform
+import re
 import warnings
 from pathlib import Path
 from typing import Any, NamedTuple
@@ -96,12 +121,15 @@ from .paths import (
     UnsafeFileError,
     check_regular,
     check_store_files,
+    file_digest,
     is_url,
     local_path,
     local_target,
     open_node,
     quiet_zarr,
     read_regular,
+    read_store_file,
+    store_file_digest,
 )
 from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 
@@ -114,7 +142,11 @@ from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 #: (:func:`~daskdepth.storage.blockstore.block_binding`).
 #: 5: a summary of sorted projections with fewer features than directions stores its
 #: reference rows instead of its blocks (:func:`~daskdepth.storage.blockstore.stores_rows`).
-FORMAT_VERSION = 5
+#: 6: the checksum covers every metadata file: ``nodes`` (the SHA-256 of each
+#: ``zarr.json`` below the root) and the whole root metadata (:func:`document_checksum`).
+FORMAT_VERSION = 6
+#: First format version whose checksum covers every metadata file (``nodes``, the root's).
+NODES_FROM_VERSION = 6
 #: Oldest layout this daskdepth reads (3: blocks' checksums cover their bytes only).
 MIN_FORMAT_VERSION = 3
 #: Why this daskdepth no longer reads the older layouts.
@@ -128,8 +160,8 @@ FORMAT_NAME = MODEL_FORMAT
 ATTR = MODEL_ATTR
 #: Keys of the model document.
 DOCUMENT_KEYS = frozenset({"format", "format_version", "estimator", "params", "unstored_params",
-                           "state", "classes", "arrays", "versions", "created", "metadata",
-                           "checksum"})
+                           "state", "classes", "arrays", "nodes", "versions", "created",
+                           "metadata", "checksum"})
 #: Default cap on the memory a model's arrays may take once read; the environment
 #: variable ``DASKDEPTH_MAX_MODEL_BYTES`` or ``max_bytes`` sets another.
 MAX_MODEL_BYTES = 4 * 2**30
@@ -170,18 +202,71 @@ def utc_now() -> str:
     return datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
-def document_checksum(doc: dict[str, Any]) -> str:
-    """SHA-256 of the canonical JSON (sorted keys, no spaces, ASCII) of ``doc`` less ``checksum``.
+def document_checksum(doc: dict[str, Any], root: dict[str, Any] | None = None) -> str:
+    """The checksum of the model document ``doc``, held by the root metadata ``root``.
+
+    The SHA-256 of the canonical JSON (sorted keys, no spaces, ASCII) of
+    ``doc`` less ``checksum`` for format versions before
+    :data:`NODES_FROM_VERSION`; from it on, of the whole root metadata
+    ``root`` (its Zarr fields and every attribute) with ``doc`` less
+    ``checksum`` as its :data:`ATTR` attribute.  ``root`` defaults to what
+    :func:`save_model` writes: ``{"attributes": {ATTR: doc}, "zarr_format": 3,
+    "node_type": "group"}``.
 
     Examples
     --------
     >>> document_checksum({"b": 1, "a": [1.5, "x"], "checksum": "ignored"})[:12]
     '27edd5497e48'
+    >>> doc = {"format_version": 6, "checksum": "ignored"}
+    >>> document_checksum(doc) == document_checksum(doc, root_metadata(doc))
+    True
+    >>> root = root_metadata(doc)
+    >>> root["attributes"]["added"] = 1
+    >>> document_checksum(doc) == document_checksum(doc, root)
+    False
     """
-    body = {k: v for k, v in doc.items() if k != "checksum"}
+    body: Any = {k: v for k, v in doc.items() if k != "checksum"}
+    version = doc.get("format_version")
+    if isinstance(version, int) and not isinstance(version, bool) \
+            and version >= NODES_FROM_VERSION:
+        meta = dict(root_metadata(doc) if root is None else root)
+        attrs = meta.get("attributes")
+        if not isinstance(attrs, dict):
+            raise TypeError("the root metadata's attributes are not a mapping")
+        meta["attributes"] = {**attrs, ATTR: body}
+        body = meta
     text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True,
                       allow_nan=False)
     return hashlib.sha256(text.encode("ascii")).hexdigest()
+
+
+def root_metadata(doc: dict[str, Any]) -> dict[str, Any]:
+    """The root ``zarr.json`` metadata of a saved model whose document is ``doc``."""
+    return {"attributes": {ATTR: doc}, "zarr_format": 3, "node_type": "group"}
+
+
+def root_bytes(meta: Any) -> bytes:
+    """The bytes of the root ``zarr.json`` holding ``meta``, as daskdepth (and Zarr) write them.
+
+    Examples
+    --------
+    >>> root_bytes({"zarr_format": 3})
+    b'{\\n  "zarr_format": 3\\n}'
+    """
+    return json.dumps(meta, indent=2).encode("utf-8")
+
+
+def node_digests(root: Path) -> dict[str, str]:
+    """SHA-256 of every Zarr metadata file of the local store ``root`` below its root.
+
+    Keyed by the file's path relative to ``root`` (with ``/``), sorted; the
+    ``nodes`` of a model document (format version 6), which its checksum covers.
+    """
+    found: list[str] = []
+    check_store_files(root, MAX_METADATA_BYTES, metadata_bytes=NODE_METADATA_BYTES,
+                      metadata=found)
+    return {name: file_digest(root / name, f"a file {name!r}", NODE_METADATA_BYTES)
+            for name in sorted(found) if "/" in name}
 
 
 # --------------------------------------------------------------------------- saving
@@ -320,6 +405,8 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
             "state": encoded_state,
             "classes": writer.classes,
             "arrays": writer.manifest,
+            # every group's and array's zarr.json (all are written by now)
+            "nodes": node_digests(out.path),
             "versions": versions(),
             "created": utc_now(),
             "metadata": json.loads(kept),
@@ -327,6 +414,9 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
         # also fails on NaN before the store is moved into place
         doc["checksum"] = document_checksum(doc)
         group.attrs[ATTR] = doc
+        # the root metadata in the form the loader requires, whatever Zarr's json_indent
+        meta = json.loads(read_regular(out.path / "zarr.json", "zarr.json"))
+        (out.path / "zarr.json").write_bytes(root_bytes(meta))
         return out.commit()
 
 
@@ -363,31 +453,99 @@ def is_model(path: str | os.PathLike[str],
     return stored_document(node) is not None
 
 
+class _Arrays:
+    """The arrays of a model store, each opened by its path (the root group is not opened).
+
+    Zarr reads an array's ``zarr.json`` when it is opened here; the loader has
+    checked the file against ``nodes`` (format version 6) before.  A missing
+    array is a ``KeyError``, as for a Zarr group.
+    """
+
+    def __init__(self, store: str, storage_options: dict[str, Any] | None) -> None:
+        self.store = store
+        self.storage_options = storage_options
+
+    def __getitem__(self, path: str) -> Any:
+        import zarr  # deferred: slow to import, and `import daskdepth` does not need it
+
+        try:
+            node = open_node(self.store.rstrip("/") + "/" + path, self.storage_options)
+        except (FileNotFoundError, NotZarrError) as exc:
+            if isinstance(exc, UnsafeFileError):
+                raise
+            raise KeyError(path) from None
+        if not isinstance(node, zarr.Array):
+            raise KeyError(path)
+        return node
+
+
+def _root_document(where: str, root: Path | None,
+                   storage_options: dict[str, Any] | None) -> tuple[bytes, Any]:
+    """The bytes of a model store's root ``zarr.json`` (capped) and its JSON, parsed once.
+
+    Raises what :func:`_open_model` says for a store without one (nothing
+    there, not a Zarr store, no model document).
+    """
+    try:
+        if root is not None:
+            if not root.exists():
+                raise FileNotFoundError(where)
+            cap = root_metadata_bytes(root) if root.is_dir() else MAX_METADATA_BYTES
+            raw = read_regular(root / "zarr.json", "a file 'zarr.json'", cap)
+        else:
+            raw = read_store_file(where, "zarr.json", storage_options, MAX_METADATA_BYTES)
+    except UnsafeFileError as exc:
+        raise unsafe_store(where, exc) from None
+    except (FileNotFoundError, NotADirectoryError):
+        raw = None
+    if raw is None:  # no zarr.json: say what is there instead (Zarr's own words)
+        try:
+            node = open_node(where, storage_options)
+        except FileNotFoundError:
+            raise FileNotFoundError(f"no model at {where!r}: the path does not exist") from None
+        except UnsafeFileError as exc:
+            raise unsafe_store(where, exc) from None
+        except NotZarrError:
+            raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") \
+                from None
+        raise ModelFormatError(f"{where!r} is not a daskdepth model (it has no {ATTR!r} model "
+                               "attributes" + ("" if stored_document(node) is None else
+                                               " in a Zarr format 3 root group") + ")")
+    try:
+        return raw, json.loads(raw)
+    except (ValueError, RecursionError):
+        raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store: its "
+                               "zarr.json is not JSON)") from None
+
+
 def _open_model(path: str | os.PathLike[str],
                 storage_options: dict[str, Any] | None) -> _Opened:
-    """Open a model store and check its document: size, format, version, keys, checksum."""
+    """Open a model store and check its document: size, format, version, keys, checksums.
+
+    The root ``zarr.json`` is read once (capped) and parsed here, not by Zarr;
+    from format version 6 it must match the checksum and be in the form
+    written (:func:`root_bytes`), and every other metadata file must match its
+    digest in ``nodes`` (:func:`_check_nodes`), before anything else of the
+    store is read.
+    """
     where = os.fspath(path)
     root = local_target(where)  # also for a file:// or local:// URL (fsspec reads it locally)
+    found: list[str] = []
     if root is not None:
-        if root.is_dir():  # every file, before Zarr opens any (a FIFO, /dev/zero, a huge file)
+        if root.is_dir():  # every file, before any is read (a FIFO, /dev/zero, a huge file)
             try:
                 check_store_files(root, MAX_METADATA_BYTES, metadata_bytes=NODE_METADATA_BYTES,
-                                  root_bytes=root_metadata_bytes(root))
+                                  root_bytes=root_metadata_bytes(root), metadata=found)
             except UnsafeFileError as exc:
                 raise unsafe_store(where, exc) from None
             except OSError as exc:
                 raise ModelFormatError(f"the model store {where!r} cannot be listed ({exc})") \
                     from None
-    try:
-        node = open_node(where, storage_options)
-    except FileNotFoundError:
-        raise FileNotFoundError(f"no model at {where!r}: the path does not exist") from None
-    except UnsafeFileError as exc:
-        raise unsafe_store(where, exc) from None
-    except NotZarrError:
-        raise ModelFormatError(f"{where!r} is not a daskdepth model (not a Zarr store)") from None
-    doc = stored_document(node)
-    if doc is None:
+    raw, meta = _root_document(where, root, storage_options)
+    attrs = meta.get("attributes") if isinstance(meta, dict) else None
+    doc = attrs.get(ATTR) if isinstance(attrs, dict) else None
+    if not (isinstance(doc, dict) and doc.get("format") == MODEL_FORMAT
+            and meta.get("node_type") == "group"):
         raise ModelFormatError(f"{where!r} is not a daskdepth model (it has no "
                                f"{ATTR!r} model attributes)")
     version = doc.get("format_version")
@@ -412,14 +570,79 @@ def _open_model(path: str | os.PathLike[str],
     if unknown:
         raise corrupted(where, f"its attributes have unknown entries {unknown}")
     try:
-        expected = document_checksum(doc)
-    except (TypeError, ValueError) as exc:
+        expected = document_checksum(doc, meta)
+    except (TypeError, ValueError, RecursionError) as exc:
         raise malformed(where, exc) from None
     if doc.get("checksum") != expected:
-        raise corrupted(where, "its attributes do not match their checksum (they were edited "
-                               "or truncated); save the model again or restore the store from "
-                               "a copy")
-    return _Opened(node, doc, where)
+        raise corrupted(where, "its attributes (the root metadata file 'zarr.json') do not "
+                               "match their checksum (they were edited or truncated); save the "
+                               "model again or restore the store from a copy")
+    if version >= NODES_FROM_VERSION:
+        written = root_bytes(meta)
+        if raw != written:
+            raise corrupted(where, f"its root metadata file 'zarr.json' is not as daskdepth "
+                                   f"wrote it ({len(raw):,} bytes where the same metadata "
+                                   f"takes {len(written):,}: padded or re-formatted); save "
+                                   "the model again or restore the store from a copy")
+        del written
+    if version >= NODES_FROM_VERSION or "nodes" in doc:  # required from format 6 on
+        _check_nodes(doc, where, found if root is not None else None, storage_options)
+    del raw
+    store = where if is_url(where) else str(local_path(where))
+    return _Opened(_Arrays(store, storage_options), doc, where)
+
+
+_DIGEST = re.compile(r"^[0-9a-f]{64}$")
+
+
+def _check_nodes(doc: dict[str, Any], where: str, found: list[str] | None,
+                 storage_options: dict[str, Any] | None) -> None:
+    """Refuse a store whose metadata files are not exactly those ``nodes`` lists, unchanged.
+
+    ``found``: the metadata files of a local store (relative paths, the root's
+    included), or None for a remote store (then the listed files only are
+    read).  Each listed file is hashed in pieces (capped at
+    :data:`~daskdepth.storage.codec.NODE_METADATA_BYTES`); every array of the
+    manifest must have its ``zarr.json`` listed.
+    """
+    def refuse(what: str) -> ModelFormatError:
+        return corrupted(where, f"{what}; save the model again or restore the store from a "
+                                "copy")
+
+    nodes = doc.get("nodes")
+    if not (isinstance(nodes, dict) and all(
+            isinstance(k, str) and isinstance(v, str) and _DIGEST.match(v)
+            and k.endswith("/zarr.json") and not k.startswith("/")
+            and all(part not in ("", ".", "..") for part in k.split("/"))
+            for k, v in nodes.items())):
+        raise refuse("its list of metadata files ('nodes') is not a mapping of relative "
+                     "paths of zarr.json files to SHA-256 digests")
+    arrays = doc.get("arrays")
+    for path in arrays if isinstance(arrays, dict) else ():
+        if f"{path}/zarr.json" not in nodes:
+            raise refuse(f"the metadata file of array {path!r} is not covered by its "
+                         "checksums")
+    if found is not None:
+        extra = sorted(set(found) - set(nodes) - {"zarr.json"})
+        if extra:
+            raise refuse(f"it holds the metadata file {extra[0]!r}, which the model does not "
+                         "list (added after it was saved)")
+    for name, expected in nodes.items():
+        try:
+            digest = store_file_digest(where, name, storage_options, NODE_METADATA_BYTES)
+        except FileNotFoundError:
+            node = name[:-len("/zarr.json")]
+            what = f"array {node!r} is missing" if isinstance(arrays, dict) and node in arrays \
+                else "a metadata file is missing"
+            raise refuse(f"{what} (no {name!r})") from None
+        except UnsafeFileError as exc:
+            raise unsafe_store(where, exc) from None
+        except OSError as exc:
+            raise refuse(f"its metadata file {name!r} cannot be read ({exc})") from None
+        if digest != expected:
+            raise refuse(f"its metadata file {name!r} does not match its checksum (it was "
+                         "edited: a shape, dtype, codec, fill value or attribute changed, or "
+                         "it was padded)")
 
 
 def root_metadata_bytes(root: Path) -> int:
@@ -642,8 +865,8 @@ def read_model(path: str | os.PathLike[str],
         _check_rebuilt(doc, where, _max_bytes(max_bytes))
         store = where if is_url(where) else str(local_path(where))
         reader = BlockReader(opened.group, doc["arrays"], doc["classes"], where,
-                         BlockSource(store, storage_options, "", doc["checksum"]),
-                         doc["format_version"])
+                             BlockSource(store, storage_options, "", doc["checksum"]),
+                             doc["format_version"], doc.get("nodes") or {})
         params = {k: reader.value(v) for k, v in doc["params"].items()}
         state = {k: reader.value(v) for k, v in doc["state"].items()}
     except ModelFormatError:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import hashlib
 import json
 import os
 import stat
@@ -124,6 +125,88 @@ def read_regular(path: Path, name: str, max_bytes: int = MAX_METADATA_BYTES) -> 
     return data
 
 
+#: Files are hashed in pieces of this many bytes (:func:`file_digest`: memory bounded).
+DIGEST_PIECE_BYTES = 2**20
+
+
+def file_digest(path: Path, name: str, max_bytes: int = MAX_METADATA_BYTES) -> str:
+    """SHA-256 (hex) of the regular file ``path``, read in pieces without blocking and capped.
+
+    Opened and checked as :func:`read_regular` does (a FIFO, device or socket
+    is refused before anything is read, and so is a file of more than
+    ``max_bytes``, also one that grows while read); hashed
+    :data:`DIGEST_PIECE_BYTES` at a time, so that the memory it takes is one
+    piece whatever the file's size.
+
+    Examples
+    --------
+    >>> import tempfile, pathlib
+    >>> f = pathlib.Path(tempfile.mkdtemp()) / "zarr.json"
+    >>> _ = f.write_bytes(b"{}")
+    >>> file_digest(f, "a zarr.json") == hashlib.sha256(b"{}").hexdigest()
+    True
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        _check_stat(os.fstat(fd), name, max_bytes)
+        digest = hashlib.sha256()
+        size = 0
+        while size <= max_bytes:
+            part = os.read(fd, min(max_bytes + 1 - size, DIGEST_PIECE_BYTES))
+            if not part:
+                break
+            digest.update(part)
+            size += len(part)
+    finally:
+        os.close(fd)
+    if size > max_bytes:
+        raise UnsafeFileError(f"has {name} of more than {max_bytes:,} bytes (it grew while "
+                              "read)")
+    return digest.hexdigest()
+
+
+def read_store_file(where: str, name: str, storage_options: dict[str, Any] | None = None,
+                    max_bytes: int = MAX_METADATA_BYTES) -> bytes:
+    """The bytes of the file ``name`` (a path relative to the store) of the store ``where``.
+
+    A local store (also one a ``file://`` or ``local://`` URL reaches) is read
+    with :func:`read_regular`; a remote one through fsspec, its size asked
+    first and refused above ``max_bytes`` (and what comes back checked again).
+
+    Raises
+    ------
+    FileNotFoundError
+        No such file.
+    UnsafeFileError
+        Not a regular file, or more than ``max_bytes``.
+    """
+    local = local_target(where)
+    what = f"a file {name!r}"
+    if local is not None:
+        return read_regular(local / name, what, max_bytes)
+    import fsspec  # deferred: only remote stores need it
+
+    fs, root = fsspec.core.url_to_fs(where, **(storage_options or {}))
+    path = root.rstrip("/") + "/" + name
+    size = fs.size(path)
+    if size is not None and size > max_bytes:
+        raise UnsafeFileError(f"has {what} of {size:,} bytes, more than the {max_bytes:,} "
+                              "such a file of a store may take")
+    data = fs.cat_file(path)
+    if len(data) > max_bytes:
+        raise UnsafeFileError(f"has {what} of more than {max_bytes:,} bytes")
+    return bytes(data)
+
+
+def store_file_digest(where: str, name: str, storage_options: dict[str, Any] | None = None,
+                      max_bytes: int = MAX_METADATA_BYTES) -> str:
+    """SHA-256 (hex) of the file ``name`` of the store ``where`` (local: :func:`file_digest`)."""
+    local = local_target(where)
+    if local is not None:
+        return file_digest(local / name, f"a file {name!r}", max_bytes)
+    return hashlib.sha256(read_store_file(where, name, storage_options, max_bytes)).hexdigest()
+
+
 def read_json(path: Path) -> Any:
     """The JSON in ``path`` (None when missing, too large, not a regular file or not JSON).
 
@@ -137,7 +220,8 @@ def read_json(path: Path) -> Any:
 
 
 def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES, *,
-                      metadata_bytes: int | None = None, root_bytes: int | None = None) -> int:
+                      metadata_bytes: int | None = None, root_bytes: int | None = None,
+                      metadata: list[str] | None = None) -> int:
     """Refuse a local store holding anything but folders and regular files of at most ``max_bytes``.
 
     ``metadata_bytes``: a smaller cap on the Zarr metadata files
@@ -150,7 +234,9 @@ def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES, *,
     followed when it leads to a regular file (tools such as git-annex or DVC
     keep files as links into their own store; the content is then checked
     against the model's checksums as any other); a link to a folder, a device,
-    a FIFO or nothing is refused, as is a loop.  Returns the number of files.
+    a FIFO or nothing is refused, as is a loop.  Returns the number of files;
+    ``metadata``, when given, receives the path (relative to ``root``, with
+    ``/``) of every Zarr metadata file found, the root's included.
 
     Raises
     ------
@@ -184,6 +270,8 @@ def check_store_files(root: Path, max_bytes: int = MAX_METADATA_BYTES, *,
                 if entry.name in ZARR_METADATA:
                     own = root_bytes if folder == root else metadata_bytes
                     cap = min(cap, own) if own is not None else cap
+                    if metadata is not None:
+                        metadata.append(path.relative_to(root).as_posix())
                 _check_stat(st, name, cap)
                 count += 1
     return count
