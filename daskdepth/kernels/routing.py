@@ -9,8 +9,12 @@ keeps the exact count of its rows, which makes atoms (leaves
 ``[a, nextafter(a))``) and empty leaves exact and bounds the error of any
 other leaf by ``count / 2`` rows.
 
-Routing, counting and scoring are fused per direction block: projections are
-computed, routed and used in one loop, never stored.
+Routing, counting and scoring are fused per direction block and tiled: for
+each group of directions whose tables fit half of L2 (:func:`route_groups`),
+each tile of rows is read once, projected on four directions at a time with
+a fixed-order product (rows in SIMD lanes, :func:`project_tile`), and routed
+and used on each direction while its projections are in L1.  Projections are
+never stored beyond a tile, for any number of features.
 """
 
 from __future__ import annotations
@@ -22,9 +26,11 @@ import numpy as np
 
 from ._jit import kernel
 
-#: Dimension up to which the routing kernels project each row inline; above it
+#: Dimension up to which :func:`route_tile` (used per row by
+#: :func:`daskdepth.kernels.top.top_block`) projects each row inline; above it
 #: a sum of ``d`` dependent products per value is slower than projecting the
-#: chunk beforehand with :func:`project` (SIMD over rows, same bits).
+#: chunk beforehand with :func:`project` (SIMD over rows, same bits).  The
+#: block kernels project tiles themselves (:func:`project_tile`) at every ``d``.
 PROJECT_MAX_D = 32
 
 
@@ -49,7 +55,10 @@ class Router(NamedTuple):
     scale ``g_scale[jj]``, or, where ``g_log[jj, 0] > 0``, logarithmic around
     ``g_lo[jj]`` (see :func:`log_cell`); its keys start at ``keys[kptr[jj]]`` and
     its leaves at ``lptr[jj]``; ``table[jj, c]`` counts its keys in the cells
-    before ``c``.
+    before ``c``.  ``groups`` bounds the consecutive direction groups whose
+    keys and guide rows fit :data:`ROUTE_GROUP_BYTES` (:func:`route_groups`):
+    the block kernels route a row tile on every direction of a group before
+    the next tile.
     """
 
     g_lo: np.ndarray
@@ -60,6 +69,7 @@ class Router(NamedTuple):
     table: np.ndarray
     lptr: np.ndarray
     g_log: np.ndarray
+    groups: np.ndarray
 
 
 #: ``+inf`` sentinels after each direction's keys: the window search below reads
@@ -160,7 +170,6 @@ def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
     """
     X, V, P, direct = proj
     d = X.shape[1]
-    lo, sc, ls, lk, gm, k0 = grid
     for i in range(t0, t1):
         if not valid[i]:
             p = 0.0
@@ -175,15 +184,27 @@ def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
         elif p > MAXF:
             p = MAXF
         pbuf[i - t0] = p
+    route_values(pbuf, t1 - t0, grid, keys, tab, lbuf)
+
+
+@kernel
+def route_values(pv, m, grid, keys, tab, lbuf):
+    """Leaves ``lbuf[:m]`` of the (clamped) projections ``pv[:m]`` on one direction.
+
+    ``grid`` is the direction's :class:`Grid`, ``keys`` the block's padded keys
+    and ``tab`` the direction's row of the guide table; a leaf is the number of
+    the direction's keys ``<= p`` (see :func:`route_tile`).
+    """
+    lo, sc, ls, lk, gm, k0 = grid
     # The grid is the direction's: tested once per tile, not in the row loop.
     if ls > 0.0:
-        for s in range(t1 - t0):
-            lbuf[s] = k0 + np.uint64(tab[log_cell(pbuf[s], lo, ls, lk, gm)])
+        for s in range(m):
+            lbuf[s] = k0 + np.uint64(tab[log_cell(pv[s], lo, ls, lk, gm)])
     else:
-        for s in range(t1 - t0):
-            lbuf[s] = k0 + np.uint64(tab[cell(pbuf[s], lo, sc, gm)])
-    for s in range(t1 - t0):
-        p = pbuf[s]
+        for s in range(m):
+            lbuf[s] = k0 + np.uint64(tab[cell(pv[s], lo, sc, gm)])
+    for s in range(m):
+        p = pv[s]
         q = lbuf[s]
         q += np.uint64(4) * np.uint64(keys[q + np.uint64(3)] <= p)
         q += np.uint64(2) * np.uint64(keys[q + np.uint64(1)] <= p)
@@ -373,36 +394,194 @@ def leaf_atoms(cptr, cuts):
     return out
 
 
+#: Bytes of routing tables one tile loop reads (per key: the key and the
+#: pass's per-leaf value, a count or a tabulated score, 16 B; per direction its
+#: guide table row): half of a 2 MiB per-core L2 cache, so that a direction
+#: group's tables stay in L2 while its row tiles are routed (the other half
+#: holds the streamed tile columns, projections, leaves and what the pass
+#: writes).  Measured: groups of all 32 directions of a block at tol = 1e-4
+#: (3 MiB) were slower than the old kernels; a half or a quarter of L2, faster.
+ROUTE_GROUP_BYTES = 1 << 20
+#: Bytes a tile loop reads per key (see :data:`ROUTE_GROUP_BYTES`).
+ROUTE_KEY_BYTES = 16
+
+
+#: Most rows projected and routed together by the block kernels: the tile's
+#: columns (``d`` x 8 x ``ROW_TILE`` bytes, 40 KiB at d = 10), four
+#: directions' projections (16 KiB) and leaves stay in L1 or L2 while every
+#: direction of a group reads them.
+ROW_TILE = 512
+#: Bytes of a tile's columns: wide rows get shorter tiles (at least
+#: :data:`ROW_TILE_MIN` rows), so that the columns stay in L2.
+TILE_COLUMN_BYTES = 128 << 10
+ROW_TILE_MIN = 64
+
+
+def route_groups(kptr: np.ndarray, table: np.ndarray,
+                 budget: int = ROUTE_GROUP_BYTES) -> np.ndarray:
+    """Boundaries of consecutive direction groups whose routing tables fit ``budget`` bytes.
+
+    A direction reads :data:`ROUTE_KEY_BYTES` per key and its guide table row.
+    A group holds at least one direction; ``[0]`` for a block without directions.
+
+    Examples
+    --------
+    >>> route_groups(np.array([0, 100, 200, 300]), np.zeros((3, 10), np.uint16), 4000).tolist()
+    [0, 2, 3]
+    """
+    per = np.diff(kptr) * ROUTE_KEY_BYTES + table.shape[1] * table.itemsize
+    bounds = [0]
+    used = 0
+    for jj, b in enumerate(per.tolist()):
+        if used and used + b > budget:
+            bounds.append(jj)
+            used = 0
+        used += b
+    if per.size:
+        bounds.append(per.size)
+    return np.array(bounds, dtype=np.int64)
+
+
+#: Doubles of padding after each row of a tile buffer: rows 4 KiB apart would
+#: share L1 sets and alias in the store buffer (4K aliasing), which made the
+#: projection of a tile more than twice as slow.
+TILE_PAD = 8
+
+
+@kernel
+def tile_buffers(proj):
+    """A tile's columns ``(d, rows)``, four directions' projections, leaves, and ``rows``.
+
+    ``rows``: :data:`ROW_TILE`, fewer for wide rows (:data:`TILE_COLUMN_BYTES`);
+    no columns when the projections are given (``proj.direct``).  The 2-d
+    buffers' rows are :data:`TILE_PAD` doubles longer than ``rows``.
+    """
+    d = proj.X.shape[1]
+    rows = min(ROW_TILE, max(ROW_TILE_MIN, TILE_COLUMN_BYTES // (8 * max(d, 1))))
+    return (np.empty((0 if proj.direct else d, rows + TILE_PAD)),
+            np.empty((4, rows + TILE_PAD)), np.empty(rows, dtype=np.uint64), rows)
+
+
+@kernel
+def load_tile(X, valid, t0, m, xt):
+    """Columns of rows ``t0 .. t0 + m - 1`` of ``X`` into ``xt[:, :m]`` (a transpose).
+
+    Invalid rows get zeros, so that their projections are exactly 0 (the sum
+    of :func:`project_tile` starts at 0.0, and ``0.0 + -0.0`` is 0.0) without
+    a test per projection.
+    """
+    d = X.shape[1]
+    if X.flags.f_contiguous:
+        for k in range(d):
+            for i in range(m):
+                xt[k, i] = X[t0 + i, k]
+    else:
+        for i in range(m):
+            for k in range(d):
+                xt[k, i] = X[t0 + i, k]
+    for i in range(m):
+        if not valid[t0 + i]:
+            for k in range(d):
+                xt[k, i] = 0.0
+
+
+@kernel
+def project_tile(proj, valid, xt, j, g, t0, m, pb):
+    """Projections of a tile's rows on directions ``j .. j + g - 1`` (``g`` 1 or 4) into ``pb``.
+
+    ``xt`` holds the columns of rows ``t0 .. t0 + m - 1`` (:func:`load_tile`),
+    ``pb[q, s]`` receives row ``t0 + s``'s projection on direction ``j + q``,
+    summed feature by feature from 0.0 in a fixed order (:func:`_madd4x4`, rows
+    in SIMD lanes, a product then a sum, never fused), so the same bits as
+    :func:`route_tile`'s inline sum and :func:`project`; with ``proj.direct``
+    they are copied from ``P``.  Overflows are clamped (:data:`MAXF`) and
+    invalid rows get 0 (zero columns from :func:`load_tile`).
+    """
+    V = proj.V
+    if proj.direct:
+        for q in range(g):
+            pb[q, :m] = proj.P[j + q, t0:t0 + m]
+    else:
+        d = xt.shape[0]
+        for q in range(g):
+            pb[q, :m] = 0.0
+        k = 0
+        while k + 4 <= d:
+            if g == 4:
+                _madd4x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m],
+                         xt[k, :m], xt[k + 1, :m], xt[k + 2, :m], xt[k + 3, :m], V, j, k)
+            else:
+                for q in range(g):
+                    _madd4x1(pb[q, :m], xt[k, :m], xt[k + 1, :m], xt[k + 2, :m],
+                             xt[k + 3, :m], V, j + q, k)
+            k += 4
+        while k < d:
+            for q in range(g):
+                _madd1(pb[q, :m], xt[k, :m], V[j + q, k])
+            k += 1
+    for q in range(g):
+        r = pb[q]
+        # Branch-free (SIMD): -inf and +inf to -MAXF and MAXF, NaN to MAXF.
+        for s in range(m):
+            p = r[s]
+            c = min(max(p, -MAXF), MAXF)
+            r[s] = MAXF if p != p else c
+    if proj.direct:  # computed rows have zero columns where invalid (load_tile)
+        for s in range(m):
+            if not valid[t0 + s]:
+                for q in range(g):
+                    pb[q, s] = 0.0
+
+
+@kernel
+def tile_step(groups, gi, j):
+    """Directions projected together from direction ``j`` of group ``gi``: 4, or 1 at its end."""
+    return 4 if j + 4 <= groups[gi + 1] else 1
+
+
 @kernel
 def count_block(proj, valid, weight, router, counts, ext):
     """Add every projection to its leaf's count and to its direction's extremes.
 
     ``proj`` is a :class:`Projection`, ``router`` a :class:`Router`.  Row ``i``
     counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds the
-    ``(min, max)`` of direction ``jj``'s projections, kept in registers.
+    ``(min, max)`` of direction ``jj``'s projections.  Per group of directions
+    (``router.groups``) and tile of :data:`ROW_TILE` rows, the tile is read
+    once, projected on four directions at a time (:func:`project_tile`) and
+    routed on each (:func:`route_values`); every leaf still receives its rows
+    in row order.
     """
     lptr = router.lptr
+    groups = router.groups
     nr = valid.size
-    pbuf = np.empty(TILE)
-    lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(router.g_lo.size):
-        l0 = lptr[jj]
-        grid = direction_grid(router, jj)
-        tab = router.table[jj]
-        lo = ext[jj, 0]
-        hi = ext[jj, 1]
-        for t0 in range(0, nr, TILE):
-            t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
-            for s in range(t1 - t0):
-                if not valid[t0 + s]:
-                    continue
-                p = pbuf[s]
-                counts[l0 + np.int64(lbuf[s])] += weight[t0 + s]
-                lo = min(lo, p)
-                hi = max(hi, p)
-        ext[jj, 0] = lo
-        ext[jj, 1] = hi
+    xt, pb, lbuf, rows = tile_buffers(proj)
+    for gi in range(groups.size - 1):
+        for t0 in range(0, nr, rows):
+            m = min(rows, nr - t0)
+            if not proj.direct:
+                load_tile(proj.X, valid, t0, m, xt)
+            j = groups[gi]
+            while j < groups[gi + 1]:
+                g = tile_step(groups, gi, j)
+                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                for q in range(g):
+                    jj = j + q
+                    pv = pb[q]
+                    route_values(pv, m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lbuf)
+                    l0 = lptr[jj]
+                    lo = ext[jj, 0]
+                    hi = ext[jj, 1]
+                    for s in range(m):
+                        if not valid[t0 + s]:
+                            continue
+                        p = pv[s]
+                        counts[l0 + np.int64(lbuf[s])] += weight[t0 + s]
+                        lo = min(lo, p)
+                        hi = max(hi, p)
+                    ext[jj, 0] = lo
+                    ext[jj, 1] = hi
+                j += g
 
 
 @kernel
@@ -410,64 +589,108 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     """Leaf, projection and row weight of every value that lands in a ``wanted`` leaf.
 
     Only the directions with ``dirs[jj]`` set are routed.  ``expected`` sizes
-    the output buffer, which grows if it is exceeded.
+    the output buffer, which grows if it is exceeded.  The values come ordered
+    by direction, then row (the tiles' values are put in that order at the end).
     """
     lptr = router.lptr
+    groups = router.groups
+    mb = router.g_lo.size
     nr = valid.size
-    pbuf = np.empty(TILE)
-    lbuf = np.empty(TILE, dtype=np.uint64)
+    xt, pb, lbuf, rows = tile_buffers(proj)
     cap = max(16, expected)
     nodes = np.empty(cap, dtype=np.int64)
     values = np.empty(cap, dtype=np.float64)
     weights = np.empty(cap, dtype=np.float64)
+    of_dir = np.empty(cap, dtype=np.int64)
+    per_dir = np.zeros(mb + 1, dtype=np.int64)
     h = 0
-    for jj in range(router.g_lo.size):
-        if not dirs[jj]:
+    for gi in range(groups.size - 1):
+        if not dirs[groups[gi]:groups[gi + 1]].any():
             continue
-        l0 = lptr[jj]
-        grid = direction_grid(router, jj)
-        tab = router.table[jj]
-        for t0 in range(0, nr, TILE):
-            t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
-            for s in range(t1 - t0):
-                node = l0 + np.int64(lbuf[s])
-                if not (valid[t0 + s] and wanted[node]):
+        for t0 in range(0, nr, rows):
+            m = min(rows, nr - t0)
+            if not proj.direct:
+                load_tile(proj.X, valid, t0, m, xt)
+            j = groups[gi]
+            while j < groups[gi + 1]:
+                g = tile_step(groups, gi, j)
+                if not dirs[j:j + g].any():
+                    j += g
                     continue
-                if h == cap:
-                    cap *= 2
-                    n2 = np.empty(cap, dtype=np.int64)
-                    v2 = np.empty(cap, dtype=np.float64)
-                    w2 = np.empty(cap, dtype=np.float64)
-                    n2[:h] = nodes[:h]
-                    v2[:h] = values[:h]
-                    w2[:h] = weights[:h]
-                    nodes = n2
-                    values = v2
-                    weights = w2
-                nodes[h] = node
-                values[h] = pbuf[s]
-                weights[h] = weight[t0 + s]
-                h += 1
-    return nodes[:h].copy(), values[:h].copy(), weights[:h].copy()
+                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                for q in range(g):
+                    jj = j + q
+                    if not dirs[jj]:
+                        continue
+                    pv = pb[q]
+                    route_values(pv, m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lbuf)
+                    l0 = lptr[jj]
+                    for s in range(m):
+                        node = l0 + np.int64(lbuf[s])
+                        if not (valid[t0 + s] and wanted[node]):
+                            continue
+                        if h == cap:
+                            cap *= 2
+                            n2 = np.empty(cap, dtype=np.int64)
+                            v2 = np.empty(cap, dtype=np.float64)
+                            w2 = np.empty(cap, dtype=np.float64)
+                            d2 = np.empty(cap, dtype=np.int64)
+                            n2[:h] = nodes[:h]
+                            v2[:h] = values[:h]
+                            w2[:h] = weights[:h]
+                            d2[:h] = of_dir[:h]
+                            nodes = n2
+                            values = v2
+                            weights = w2
+                            of_dir = d2
+                        nodes[h] = node
+                        values[h] = pv[s]
+                        weights[h] = weight[t0 + s]
+                        of_dir[h] = jj
+                        per_dir[jj + 1] += 1
+                        h += 1
+                j += g
+    # Stable counting sort by direction: within a direction, tiles and rows came in order.
+    for jj in range(mb):
+        per_dir[jj + 1] += per_dir[jj]
+    on, ov, ow = np.empty(h, dtype=np.int64), np.empty(h), np.empty(h)
+    for e in range(h):
+        at = per_dir[of_dir[e]]
+        per_dir[of_dir[e]] += 1
+        on[at] = nodes[e]
+        ov[at] = values[e]
+        ow[at] = weights[e]
+    return on, ov, ow
 
 
 @kernel
 def score_block(proj, valid, router, lut, out):
-    """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
+    """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row).
+
+    Tiled as :func:`count_block`; each row's values are added in direction order.
+    """
     lptr = router.lptr
+    groups = router.groups
     nr = valid.size
-    pbuf = np.empty(TILE)
-    lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(router.g_lo.size):
-        l0 = lptr[jj]
-        grid = direction_grid(router, jj)
-        tab = router.table[jj]
-        for t0 in range(0, nr, TILE):
-            t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
-            for s in range(t1 - t0):
-                out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
+    xt, pb, lbuf, rows = tile_buffers(proj)
+    for gi in range(groups.size - 1):
+        for t0 in range(0, nr, rows):
+            m = min(rows, nr - t0)
+            if not proj.direct:
+                load_tile(proj.X, valid, t0, m, xt)
+            j = groups[gi]
+            while j < groups[gi + 1]:
+                g = tile_step(groups, gi, j)
+                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                for q in range(g):
+                    jj = j + q
+                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lbuf)
+                    l0 = lptr[jj]
+                    for s in range(m):
+                        out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
+                j += g
 
 
 @kernel
@@ -478,20 +701,28 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     Carlo standard error).
     """
     lptr = router.lptr
+    groups = router.groups
     nr = valid.size
-    pbuf = np.empty(TILE)
-    lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(router.g_lo.size):
-        l0 = lptr[jj]
-        grid = direction_grid(router, jj)
-        tab = router.table[jj]
-        for t0 in range(0, nr, TILE):
-            t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
-            for s in range(t1 - t0):
-                v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                out[t0 + s] += v
-                out_sq[t0 + s] += v * v
+    xt, pb, lbuf, rows = tile_buffers(proj)
+    for gi in range(groups.size - 1):
+        for t0 in range(0, nr, rows):
+            m = min(rows, nr - t0)
+            if not proj.direct:
+                load_tile(proj.X, valid, t0, m, xt)
+            j = groups[gi]
+            while j < groups[gi + 1]:
+                g = tile_step(groups, gi, j)
+                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                for q in range(g):
+                    jj = j + q
+                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lbuf)
+                    l0 = lptr[jj]
+                    for s in range(m):
+                        v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                        out[t0 + s] += v
+                        out_sq[t0 + s] += v * v
+                j += g
 
 
 @kernel
@@ -502,18 +733,25 @@ def score_block_min(proj, valid, router, lut, out):
     depths take the mean.
     """
     lptr = router.lptr
+    groups = router.groups
     nr = valid.size
-    pbuf = np.empty(TILE)
-    lbuf = np.empty(TILE, dtype=np.uint64)
-    for jj in range(router.g_lo.size):
-        l0 = lptr[jj]
-        grid = direction_grid(router, jj)
-        tab = router.table[jj]
-        for t0 in range(0, nr, TILE):
-            t1 = min(nr, t0 + TILE)
-            route_tile(proj, valid, grid, router.keys, tab, jj, t0, t1, pbuf, lbuf)
-            for s in range(t1 - t0):
-                v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                if v < out[t0 + s]:
-                    out[t0 + s] = v
-
+    xt, pb, lbuf, rows = tile_buffers(proj)
+    for gi in range(groups.size - 1):
+        for t0 in range(0, nr, rows):
+            m = min(rows, nr - t0)
+            if not proj.direct:
+                load_tile(proj.X, valid, t0, m, xt)
+            j = groups[gi]
+            while j < groups[gi + 1]:
+                g = tile_step(groups, gi, j)
+                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                for q in range(g):
+                    jj = j + q
+                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lbuf)
+                    l0 = lptr[jj]
+                    for s in range(m):
+                        v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                        if v < out[t0 + s]:
+                            out[t0 + s] = v
+                j += g

@@ -105,11 +105,11 @@ def guide_grid(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
         first, top = kptr[has], nk[has] - 1
         a = keys[first + np.floor(GUIDE_QUANTILE * top).astype(np.int64)]
         b = keys[first + np.ceil((1 - GUIDE_QUANTILE) * top).astype(np.int64)]
-        spread = np.where(b > a, b - a, keys[first + top] - keys[first])
-        spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
-        lo[has] = a - GUIDE_MARGIN * spread
-        width = (1 + 2 * GUIDE_MARGIN) * spread
-        with np.errstate(over="ignore"):  # no overflow for tiny spreads
+        with np.errstate(over="ignore"):  # keys near +-1e308: an infinite spread, scale 0
+            spread = np.where(b > a, b - a, keys[first + top] - keys[first])
+            spread = np.where(spread > 0, spread, np.maximum(np.abs(a), 1.0))
+            lo[has] = a - GUIDE_MARGIN * spread
+            width = (1 + 2 * GUIDE_MARGIN) * spread
             scale[has] = np.where(width > g * 1e-300, g / width, 1e300)
     every = np.ones(mb, dtype=np.bool_)
     cost = guide_table(lo, scale, log, g, kptr, keys, table, every,

@@ -28,6 +28,7 @@ from ..kernels.routing import (
     leaf_atoms,
     pad_keys,
     project,
+    route_groups,
     score_block,
     score_block_min,
     score_block_squares,
@@ -254,14 +255,15 @@ class BlockLeaves:
     @property
     def router(self) -> Router:
         """The routing structure the block kernels read."""
-        return Router(self.g_lo, self.g_scale, self.g, self.kptr, self.keys, self.table,
-                      self.lptr, self.g_log)
+        kptr = self.kptr
+        return Router(self.g_lo, self.g_scale, self.g, kptr, self.keys, self.table,
+                      self.lptr, self.g_log, route_groups(kptr, self.table))
 
     # ---------------------------------------------------------------- passes
 
     def accumulate(self, rows: Rows, v: np.ndarray, into: LeafCounts) -> LeafCounts:
         """Add the (weighted) rows to ``into`` (in place) and return it."""
-        count_block(_projection(rows.x, v), rows.valid, rows.weight, self.router, into.counts,
+        count_block(_tiled(rows.x, v), rows.valid, rows.weight, self.router, into.counts,
                     into.ext)
         return into
 
@@ -269,26 +271,26 @@ class BlockLeaves:
                 expected: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(leaf, projection, weight) of every row and direction in a wanted leaf."""
         dirs = np.logical_or.reduceat(wanted, self.lptr[:-1])  # every direction has a leaf
-        return collect_block(_projection(rows.x, v), rows.valid, rows.weight, self.router,
+        return collect_block(_tiled(rows.x, v), rows.valid, rows.weight, self.router,
                              wanted, dirs, int(expected))
 
     def score_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                    out: np.ndarray) -> None:
         """Add this block's directions' ``min(L, G)`` (tabulated, in rows) to ``out``."""
         assert self.lut is not None
-        score_block(_projection(xc, v), valid, self.router, self.lut, out)
+        score_block(_tiled(xc, v), valid, self.router, self.lut, out)
 
     def score_squares_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                            out: np.ndarray, out_sq: np.ndarray) -> None:
         """:meth:`score_into`, also adding the squares to ``out_sq`` (for standard errors)."""
         assert self.lut is not None
-        score_block_squares(_projection(xc, v), valid, self.router, self.lut, out, out_sq)
+        score_block_squares(_tiled(xc, v), valid, self.router, self.lut, out, out_sq)
 
     def score_min_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray,
                        out: np.ndarray) -> None:
         """Lower ``out`` to the smallest tabulated ``min(L, G)`` over this block's directions."""
         assert self.lut is not None
-        score_block_min(_projection(xc, v), valid, self.router, self.lut, out)
+        score_block_min(_tiled(xc, v), valid, self.router, self.lut, out)
 
     def top_into(self, xc: np.ndarray, v: np.ndarray, valid: np.ndarray, top: tuple,
                  inv_scale: np.ndarray) -> None:
@@ -452,8 +454,18 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
             and bool(np.array_equal(a, b)))
 
 
+def _tiled(xc: np.ndarray, v: np.ndarray) -> Projection:
+    """What the block kernels project: the rows, a tile at a time (never precomputed).
+
+    :func:`daskdepth.kernels.routing.count_block` and the other block kernels
+    project each row tile once on four directions at a time, rows in SIMD
+    lanes, for every ``d``: no ``(directions, rows)`` array is made.
+    """
+    return Projection(xc, v, np.empty((0, 0)), False)
+
+
 def _projection(xc: np.ndarray, v: np.ndarray) -> Projection:
-    """What the kernels project: inline, or precomputed when the rows are wide.
+    """What :func:`daskdepth.kernels.top.top_block` projects: inline, or precomputed when wide.
 
     Wide rows are projected beforehand by :func:`daskdepth.kernels.routing.project`
     (SIMD over rows) rather than inline, one dependent sum per value.  Not by
