@@ -273,7 +273,16 @@ def row_keys(rows: np.ndarray) -> np.ndarray:
 
 
 def _smallest(keys: np.ndarray, rows: np.ndarray, k: int) -> RowSample:
-    """The ``k`` rows of smallest key, ordered by key, then by their values (deterministic)."""
+    """The ``k`` rows of smallest key, ordered by key, then by their values (deterministic).
+
+    The candidates are narrowed in linear time first (every row whose key is
+    at most the ``k``-th smallest: ties at the cut stay candidates), and only
+    they are sorted.
+    """
+    if keys.size > k:
+        cut = np.partition(keys, k - 1)[k - 1]
+        chosen = np.flatnonzero(keys <= cut)
+        keys, rows = keys[chosen], rows[chosen]
     order = np.lexsort((*rows.T[::-1], keys)) if rows.size else np.argsort(keys, kind="stable")
     order = order[:k]
     return RowSample(np.ascontiguousarray(keys[order]), np.ascontiguousarray(rows[order]))
