@@ -24,6 +24,7 @@ from ..estimators import ESTIMATORS
 from ..storage.codec import corrupted, malformed
 from ..storage.modelformat import read_model
 from ..summary.mass import MassSummary
+from ..summary.streaming import STREAM_SAMPLE, BatchCounts, RowSample, StreamState
 
 #: How far (in share of the training depths) ``offset_`` may lie from the
 #: ``contamination`` quantile of the kept training depths: ``fit_predict`` takes
@@ -101,7 +102,10 @@ def load_model(path: str | os.PathLike[str],
     except ValueError as exc:
         raise corrupted(where, f"a parameter is invalid ({exc})") from None
     required = set(cls._fitted_attributes)
-    unknown = sorted(set(stored.state) - required - set(cls._optional_fitted_attributes))
+    # a stream's state (partial_fit), which the depths that have partial_fit keep
+    streams = set(STREAM_STATE) if cls.capabilities.partial_fit else set()
+    unknown = sorted(set(stored.state) - required - set(cls._optional_fitted_attributes)
+                     - streams)
     missing = sorted(required - set(stored.state))
     if unknown or missing:
         raise corrupted(where, f"its fitted attributes {unknown or missing} are "
@@ -216,6 +220,7 @@ def check_fitted(model: Any) -> None:
     if bound != certified:
         raise ValueError(f"error_bound_ {bound!r} is not the bound the summary certifies "
                          f"({certified!r})")
+    _check_stream(model, n, d, m)
     kept = _depths(model, "_sample_depth")
     if kept is None or not kept.size:
         raise ValueError("_sample_depth holds no training depth")
@@ -226,6 +231,107 @@ def check_fitted(model: Any) -> None:
     if below > share + slack or at_most < share - slack:
         raise ValueError(f"offset_ {offset!r} is not the contamination {share} quantile of the "
                          f"training depths ({below:.3f} of them lie below it)")
+
+
+#: Fitted attributes of a model that follows a stream (``partial_fit``).
+STREAM_STATE = ("n_batches_", "batch_rows_", "_stream", "_bound_warned")
+
+
+def _check_sample(sample: Any, name: str, d: int, rows: int) -> None:
+    """A content-keyed row sample: uint64 keys in order, finite float64 rows, at most ``rows``."""
+    if not (isinstance(sample, RowSample) and isinstance(sample.keys, np.ndarray)
+            and isinstance(sample.rows, np.ndarray) and sample.keys.dtype == np.uint64
+            and sample.keys.ndim == 1 and sample.rows.dtype == np.float64
+            and sample.rows.shape == (sample.keys.size, d)):
+        raise ValueError(f"{name} is not a row sample of uint64 keys and float64 rows of {d} "
+                         "features")
+    if sample.keys.size > min(rows, STREAM_SAMPLE):
+        raise ValueError(f"{name} holds {sample.keys.size} rows, more than the "
+                         f"{min(rows, STREAM_SAMPLE)} it may")
+    if (sample.keys[1:] < sample.keys[:-1]).any():
+        raise ValueError(f"{name} is not sorted by its keys")
+    if not np.isfinite(sample.rows).all():
+        raise ValueError(f"{name} holds rows that are not finite")
+
+
+def _check_stream(model: Any, n: int, d: int, m: int) -> None:
+    """The state of a model that follows a stream (``partial_fit``), when it has one.
+
+    ``n_batches_`` and ``batch_rows_`` go together: each held batch's rows
+    (at least one), adding up to ``n_samples_fit_``, at most ``window`` of
+    them; ``_stream``: its base keys (``(m, 2)``, first <= last; None until its
+    second batch), its row sample (at most 4,096 of the ``n`` rows), its window
+    equal to the model's, and with a window and base keys one history entry per
+    held batch: per direction block, counts that
+    are whole, non-negative and add up to the batch's rows on every direction
+    of the block, and extremes of the block's shape.
+    """
+    counters = [name in vars(model) for name in ("n_batches_", "batch_rows_")]
+    st = vars(model).get("_stream")
+    if not any(counters) and st is None:
+        return
+    if not all(counters):
+        raise ValueError("n_batches_ and batch_rows_ do not go together")
+    batches = _int(model, "n_batches_", 1)
+    rows = model.batch_rows_
+    if not (isinstance(rows, np.ndarray) and rows.dtype == np.int64 and rows.ndim == 1
+            and 1 <= rows.size <= batches and (rows >= 1).all()):
+        raise ValueError(f"batch_rows_ is not an int64 vector of 1 to {batches} positive row "
+                         "counts")
+    if int(rows.sum()) != n:
+        raise ValueError(f"batch_rows_ add up to {int(rows.sum())} rows, not n_samples_fit_ {n}")
+    warned = vars(model).get("_bound_warned", False)
+    if not isinstance(warned, bool):
+        raise ValueError("_bound_warned is not a boolean")
+    window = getattr(model, "window", None)
+    if window is not None and rows.size > window:
+        raise ValueError(f"batch_rows_ holds {rows.size} batches, more than the window {window}")
+    if st is None:
+        return
+    if not isinstance(st, StreamState):
+        raise ValueError("_stream is not a stream's state")
+    if st.bounds is not None:
+        b = st.bounds
+        if not (isinstance(b, np.ndarray) and b.dtype == np.float64 and b.shape == (m, 2)
+                and np.isfinite(b).all() and (b[:, 0] <= b[:, 1]).all()):
+            raise ValueError(f"the stream's base key bounds are not {m} finite pairs "
+                             "(first <= last)")
+    _check_sample(st.sample, "the stream's row sample", d, n)
+    if st.window != window:
+        raise ValueError(f"the stream's window {st.window!r} is not the model's {window!r}")
+    history = [st.history, st.history_rows, st.history_samples]
+    if not all(isinstance(h, list) for h in history):
+        raise ValueError("the stream's history is not a list per batch")
+    if window is None or st.bounds is None:  # no window, or its history not started yet
+        if any(history):
+            raise ValueError("the stream keeps a history of batches without a window"
+                             if window is None else "the stream keeps a history of batches "
+                             "before its base keys are fixed")
+        return
+    if not (len(st.history) == len(st.history_samples) == rows.size
+            and st.history_rows == [int(r) for r in rows]):
+        raise ValueError("the stream's history does not hold one entry per batch of "
+                         "batch_rows_")
+    blocks = model.summary_.blocks
+    for i, (parts, count, sample) in enumerate(zip(*history, strict=True)):
+        _check_sample(sample, f"the row sample of batch {i} of the stream", d, count)
+        if not (isinstance(parts, list) and len(parts) == len(blocks)):
+            raise ValueError(f"the history of batch {i} of the stream does not have one entry "
+                             "per direction block")
+        for block, part in zip(blocks, parts, strict=True):
+            mb = block.j1 - block.j0
+            if not (isinstance(part, BatchCounts) and isinstance(part.counts, np.ndarray)
+                    and part.counts.dtype == np.float64 and part.counts.ndim == 1
+                    and isinstance(part.ext, np.ndarray) and part.ext.dtype == np.float64
+                    and part.ext.shape == (mb, 2)):
+                raise ValueError(f"the counts of batch {i} of the stream are not float64 "
+                                 f"counts and ({mb}, 2) extremes per block")
+            counts = part.counts
+            if not ((counts >= 0) & (counts == np.floor(counts))).all() \
+                    or float(counts.sum()) != float(mb) * count:
+                raise ValueError(f"the counts of batch {i} of the stream are not whole "
+                                 f"numbers adding up to its {count} rows on each of {mb} "
+                                 "directions")
 
 
 def _check_directions(model: Any, directions: np.ndarray) -> None:

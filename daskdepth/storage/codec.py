@@ -29,6 +29,7 @@ from ..errors import ModelFormatError
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
 from ..summary.sorted import BlockSorted
+from ..summary.streaming import BatchCounts, RowSample, StreamState
 from .paths import UnsafeFileError, quiet_zarr
 
 #: Stored arrays are chunked along their first axis into chunks of about this many bytes.
@@ -38,9 +39,12 @@ CHECKSUM_PIECE_BYTES = 2**20
 #: The dataclasses a model may hold, by the ``module:qualname`` it stores them under: filled
 #: by :func:`daskdepth.estimators.register` from each registered depth's ``summary_types``,
 #: and checked when a model is written too.  The direction blocks are here from the start:
-#: a worker reads a loaded model's blocks one by one without importing the estimators.
+#: a worker reads a loaded model's blocks one by one without importing the estimators; so is
+#: the state of a stream (``partial_fit``: its base keys, row samples and, with a window, the
+#: counts of each batch kept; format version 7), which any depth with ``partial_fit`` holds.
 MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
-                                  for c in (BlockLeaves, BlockSorted)}
+                                  for c in (BlockLeaves, BlockSorted, StreamState, RowSample,
+                                            BatchCounts)}
 #: Fields added to a class of :data:`MODEL_CLASSES` since format version 4, with the
 #: value a store written before them gets (its class record lacks them).
 #: ``DepthSummary.rows`` (format 5): the reference rows its sorted blocks are rebuilt from.

@@ -3,7 +3,7 @@
 A saved model is a Zarr (format 3) group whose attribute ``daskdepth`` is a
 JSON document::
 
-    {"format": "daskdepth-model", "format_version": 6,
+    {"format": "daskdepth-model", "format_version": 7,
      "estimator": "AIIRW", "params": {...}, "unstored_params": {...},
      "state": {...}, "classes": {...}, "arrays": {...}, "nodes": {...},
      "versions": {...}, "created": "...", "metadata": {...}, "checksum": "..."}
@@ -43,6 +43,16 @@ store is trusted:
   moreover be exactly the JSON that daskdepth writes for that metadata
   (``json.dumps(metadata, indent=2)``, as Zarr writes it too): padding or
   any other re-formatting is refused.
+
+A model that follows a stream (``partial_fit``, format version 7) also holds
+``n_batches_``, ``batch_rows_`` (the rows of each batch it holds) and
+``_stream``: the stream's base keys, its content-keyed row sample and, with
+``window``, each held batch's counts per base leaf, extremes and own sample
+(:class:`~daskdepth.summary.streaming.StreamState`), so that a loaded model
+goes on (``partial_fit``, its window dropping the oldest batch) with the bits
+of the one saved; the loader checks them against each other and the summary
+(:func:`daskdepth.io.models.check_fitted`).  A store of an older format loads
+as a stream of one batch.
 
 Formats 3 to 5 have no ``nodes``; their checksum is that of the canonical JSON
 of the document alone (less ``checksum``), and their other metadata files are
@@ -144,9 +154,20 @@ from .targets import MODEL_ATTR, MODEL_FORMAT, stored_document
 #: reference rows instead of its blocks (:func:`~daskdepth.storage.blockstore.stores_rows`).
 #: 6: the checksum covers every metadata file: ``nodes`` (the SHA-256 of each
 #: ``zarr.json`` below the root) and the whole root metadata (:func:`document_checksum`).
-FORMAT_VERSION = 6
+#: 7: a model that follows a stream (``partial_fit``) keeps its state: ``n_batches_``,
+#: ``batch_rows_`` (rows per batch held) and ``_stream`` (its base keys, row samples and,
+#: with ``window``, each held batch's counts per base leaf), so that a loaded model goes on
+#: as the one saved.  Older stores load as a stream of one batch.
+FORMAT_VERSION = 7
 #: First format version whose checksum covers every metadata file (``nodes``, the root's).
 NODES_FROM_VERSION = 6
+#: First format version that may hold the state of a stream (:data:`STREAM_STATE`).
+STREAM_FROM_VERSION = 7
+#: Fitted attributes of a model that follows a stream (``partial_fit``, format version 7).
+STREAM_STATE = ("n_batches_", "batch_rows_", "_stream", "_bound_warned")
+#: Where a stream's arrays are: those of its window's history may be as long as the summary's
+#: leaf keys (bounded by the bytes of its block data), not by ``n``, ``d`` or ``m``.
+STREAM_HISTORY = "state/stream/history/"
 #: Oldest layout this daskdepth reads (3: blocks' checksums cover their bytes only).
 MIN_FORMAT_VERSION = 3
 #: Why this daskdepth no longer reads the older layouts.
@@ -707,12 +728,17 @@ def _check_declared_shapes(doc: dict[str, Any], where: str) -> None:
     n, d, m = sizes
     longest = max(n, d, m)
     lazy = _block_data(state)
+    # a window's per-batch counts: one per leaf key, at most one per 8 bytes of block data
+    keys = max([longest] + [doc["arrays"][p]["shape"][0] // 8 for p in lazy
+                            if p in doc["arrays"] and doc["arrays"][p]["shape"]])
     params = doc["params"]
     if isinstance(params, dict) and params.get("nan_policy") == "omit":
         # one depth per training row, those left out (NaN) included: their number is not
         # in the document (bounded by the cap on the arrays' total size only)
         lazy.add(TRAIN_DEPTH_ARRAY)
     for path, spec in doc["arrays"].items():
+        if path.startswith(STREAM_HISTORY) and all(k <= keys for k in spec["shape"]):
+            continue
         if path not in lazy and any(k > longest for k in spec["shape"]):
             raise corrupted(where, f"array {path!r} declares shape {tuple(spec['shape'])}, "
                                    f"longer than a model of {n} rows, {d} features and {m} "
@@ -860,6 +886,11 @@ def read_model(path: str | os.PathLike[str],
         name = doc["estimator"]
         if not isinstance(name, str):
             raise TypeError(f"the estimator name is a {type(name).__name__}")
+        if doc["format_version"] < STREAM_FROM_VERSION and any(
+                k in doc["state"] for k in STREAM_STATE):
+            raise corrupted(where, f"it holds the state of a stream, which format version "
+                                   f"{doc['format_version']} does not; save the model again or "
+                                   "restore the store from a copy")
         _check_manifest(doc["arrays"], where, _max_bytes(max_bytes))
         _check_declared_shapes(doc, where)
         _check_rebuilt(doc, where, _max_bytes(max_bytes))
