@@ -21,7 +21,7 @@ import numpy as np
 from dask.delayed import delayed
 
 from ..errors import ToleranceWarning, user_stacklevel
-from ..kernels.leaves import plan_cuts
+from ..kernels.leaves import cut_sorted
 from ..kernels.routing import project_columns
 from ..passes.leaves import (
     BlockTask,
@@ -47,6 +47,12 @@ from ..summary.statistics import MEAN, Statistic
 #: Leaves planned from a row sample aim at this fraction of the row limit, so
 #: that sampling noise rarely pushes them over it.
 PILOT_GUARD = 0.4
+
+#: The pilot projects this many directions per read of the row sample, for rows of
+#: at least ``PILOT_GROUP_MIN_D`` features (narrower rows gain nothing from it).
+PILOT_GROUP = 4
+PILOT_GROUP_MIN_D = 4
+
 
 def pilot_aim(cap: int, overfull: float = 1.0) -> float:
     """Rows a pilot leaf is planned to hold, for a row limit ``cap`` (sampled rows scaled up).
@@ -97,29 +103,36 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     a fraction of the row limit (scaled up from the sample), atoms apart.  When
     the sample is the whole data the cut is exact and the leaves come back
     finished; otherwise a pass over the data counts them.  Directions are
-    projected and sorted one at a time, so the working set stays a few
+    projected :data:`PILOT_GROUP` at a time for rows of :data:`PILOT_GROUP_MIN_D`
+    features or more (one read of the sample for the group), one at a time
+    otherwise, and sorted one at a time, so the working set stays a few
     sample-sized vectors.  ``overfull`` as for :func:`pilot_aim`.
     """
-    s = sample_c.shape[0]
+    s, d = sample_c.shape
     mb = j1 - j0
     exact = s == n
     cap = leaf_cap(n, tol)
-    target = cap if exact else pilot_aim(cap, overfull)
+    target = float(cap if exact else pilot_aim(cap, overfull))
+    scale = n / s
+    group = PILOT_GROUP if d >= PILOT_GROUP_MIN_D else 1
     # The same bits as the routing kernels (atoms' keys must match exactly).
-    proj = np.empty((1, s))
+    proj = np.empty((min(group, mb), s))
     columns = np.ascontiguousarray(sample_c.T)
-    nodes = np.zeros(s, dtype=np.int64)
-    whole = (np.array([-np.inf]), np.array([np.inf]))
+    keys_buf = np.empty(2 * s)
+    rows_buf = np.empty(3 * s + 1)
     cuts, counts = [], []
     ext = np.empty((mb, 2))
-    for jj in range(mb):
-        project_columns(columns, v[jj:jj + 1], proj)
-        p = proj[0]
-        p.sort()
-        _, _, k, c = plan_cuts(nodes, p, np.zeros(0), n / s, float(target), *whole)
-        cuts.append(k)
-        counts.append(c if c.size else np.array([float(s)]))  # one leaf: all rows
-        ext[jj] = p[0], p[-1]
+    for g0 in range(0, mb, group):
+        g1 = min(mb, g0 + group)
+        project_columns(columns, v[g0:g1], proj[:g1 - g0])
+        for jj in range(g0, g1):
+            p = proj[jj - g0]
+            p.sort()
+            ne, nc = cut_sorted(p, scale, target, keys_buf, rows_buf)
+            cuts.append(keys_buf[:ne].copy())
+            if exact:
+                counts.append(rows_buf[:nc].copy())
+            ext[jj] = p[0], p[-1]
     cptr = np.concatenate([[0], np.cumsum([k.size for k in cuts])]).astype(np.int64)
     if not exact:
         return BlockLeaves.build(j0, j1, cptr, np.concatenate(cuts))
@@ -148,14 +161,56 @@ def _checked(block: BlockLeaves, n: int) -> BlockLeaves:
     return block
 
 
-def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int) -> BlockLeaves:
+#: Tries of :func:`finish_block` at lower merge limits, and the lowest limit it
+#: tries (as a fraction of the row limit): merging less only adds leaves.
+SPARE_TRIES = 4
+SPARE_FLOOR = 0.5
+
+
+def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int,
+                 spare: bool = False) -> BlockLeaves:
     """Coalesce light neighbouring leaves, then tabulate the scores from exact counts.
 
     The leaf counts are kept only when a direction still has a leaf heavier
     than ``cap`` (the refinement may split it); otherwise the block is final.
+
+    With ``spare`` (the bound scored is the mean over directions, as
+    :data:`~daskdepth.summary.statistics.MEAN`'s), a block where sampling noise
+    left some leaves heavier than ``cap`` merges the light leaves of its
+    directions up to a lower limit instead, so that the worst leaves of its
+    directions add up to at most ``cap`` per direction: the mean bound then
+    meets ``tol`` without a refinement pass (:func:`refine_plan` finds nothing
+    to split).  It only adds leaves; when no limit down to :data:`SPARE_FLOOR`
+    of ``cap`` makes room, the block is finished at ``cap`` and refined.
     """
     out = _checked(leaves.finished(counts, cap), n)
+    if spare and out.heavy(cap):
+        out = _spared(leaves, counts, cap, n, out)
     return out if out.heavy(cap) else out.without_counts()
+
+
+def _spared(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int,
+            out: BlockLeaves) -> BlockLeaves:
+    """``leaves`` finished at the highest merge limit found that keeps the sum of its
+    directions' worst leaves within ``cap`` each (``out``, finished at ``cap``, if none)."""
+    budget = float(cap) * out.mb
+    limit = float(cap)
+    tried = out
+    for _ in range(SPARE_TRIES):
+        worst = tried.worst
+        assert worst is not None
+        excess = float(worst.sum(dtype=np.float64)) - budget
+        if excess <= 0.0:
+            return tried
+        # Directions whose worst leaf is a merged one give room as the limit drops.
+        free = int(np.count_nonzero(worst <= limit))
+        if not free:
+            break
+        limit = float(np.floor(limit - excess / free))
+        if limit < SPARE_FLOOR * cap:
+            break
+        tried = _checked(leaves.finished(counts, limit), n)
+    return out
 
 
 def split_block(leaves: BlockLeaves, collected: Collected, cap: int, n: int) -> BlockLeaves:
@@ -341,7 +396,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         pilots = pilot_phase(columns, directions, [ranges[b] for b in wave], n, tol,
                              wave_token, place=(wave, len(ranges)), keep=shard,
                              overfull=overfull)
-        done.update(zip(wave, histogram_phase(x, location, shared, pilots, n, tol, wave_token),
+        done.update(zip(wave, histogram_phase(x, location, shared, pilots, n, tol, wave_token,
+                                              statistic),
                         strict=True))
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
@@ -423,12 +479,16 @@ def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
 
 
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
-                    n: int, tol: float, token: str) -> list[Any]:
+                    n: int, tol: float, token: str,
+                    statistic: Statistic = MEAN) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves.
 
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
-    freed once its finished block is computed): the caller drops them.
+    freed once its finished block is computed): the caller drops them.  For
+    the mean over directions (``statistic``), a block with leaves left too
+    heavy by sampling noise makes room for them (``spare``, :func:`finish_block`).
     """
+    spare = statistic.name == MEAN.name
     with pass_plan(blocks, token, x, shared.reads, "histogram") as plan:
         outs = histogram_graph(x, location, shared.directions,
                                [BlockTask(b.j0, b.j1, r) for b, r in zip(blocks, plan.refs,
@@ -439,7 +499,7 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
         for i, (ref, out) in enumerate(zip(plan.refs, outs, strict=True)):
             with on_worker(plan.homes[i]):
                 finished.append(delayed(finish_block, pure=True)(
-                    ref, out, cap, n, dask_key_name=(key_name("build", token), i)))
+                    ref, out, cap, n, spare, dask_key_name=(key_name("build", token), i)))
         return realize(finished, n, key_name("build", token, "meta"),
                        keep=plan.kept, replaces=blocks)
 

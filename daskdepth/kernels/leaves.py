@@ -151,6 +151,24 @@ def plan_cuts(nodes, values, weights, scale, target, lower, upper):
 
 
 @kernel
+def cut_sorted(values, scale, target, out_keys, ch_count):
+    """:func:`plan_cuts` of one node spanning every float, into the caller's buffers.
+
+    ``values`` are sorted, one row each, and weigh ``scale`` rows of the data;
+    children hold at most ``target`` rows unless they are atoms.  The keys go
+    to ``out_keys`` (at least ``2 * values.size`` long) and the rows of each
+    child to ``ch_count`` (at least ``3 * values.size + 1``), so that a
+    caller cutting many directions allocates them once.  Returns the numbers
+    of keys and children written: one child (no key) when the values fit in one.
+    """
+    if values.size == 0:
+        ch_count[0] = 0.0
+        return 0, 1
+    return _cut_unit(values, 0, values.size, scale, target, -np.inf, np.inf, out_keys,
+                     ch_count, 0, 0)
+
+
+@kernel
 def _starts_group(cur, c, cap, first):
     """Whether a leaf of ``c`` rows starts a new merged leaf after ``cur`` rows."""
     return first or cap < 0 or cur + c > cap or c > cap or cur > cap
