@@ -117,9 +117,10 @@ def test_small_first_fit_is_exact_then_leaves_with_exact_counts():
     assert err.max() <= model.error_bound_ + 1e-12 and 0 < model.error_bound_ <= 0.1
 
 
-def test_stationary_stream_keeps_the_bound_within_twice_tol_after_50_batches():
+@pytest.mark.parametrize("depth", list(MODELS))
+def test_stationary_stream_keeps_the_bound_within_twice_tol_after_50_batches(depth):
     rng = np.random.default_rng(5)
-    model = daskdepth.IRW(n_directions=4, tol=TOL, random_state=0)
+    model = MODELS[depth]().set_params(n_directions=4)
     model.partial_fit(rng.normal(size=(2000, 2)))
     bounds = []
     with warnings.catch_warnings():
