@@ -213,6 +213,15 @@ def test_non_finite_rows_are_refused_or_omitted_as_fit_does():
     with pytest.raises(ValueError, match="2 rows"):
         model.partial_fit(chunked(bad, 100))  # dask: found by the pass, nothing changed
     assert model.n_samples_fit_ == 600 and (model.score_samples(x[:20]) == before).all()
+    # an exact (sorted) first fit is left exact too: the refused batch changes nothing
+    small = daskdepth.IRW(n_directions=6, tol=TOL, random_state=0).partial_fit(x[:100])
+    state = dict(small.__dict__)
+    with pytest.raises(ValueError, match="2 rows"):
+        small.partial_fit(chunked(bad, 100))
+    assert small.__dict__.keys() == state.keys()
+    assert all(small.__dict__[k] is v for k, v in state.items() if k != "_stream")
+    assert all(isinstance(b, BlockSorted) for b in small.summary_.blocks)
+    assert small._stream.bounds is None
     omit = daskdepth.IRW(n_directions=6, tol=TOL, random_state=0, nan_policy="omit")
     omit.partial_fit(x).partial_fit(chunked(bad, 100))
     assert omit.n_samples_fit_ == 898 and omit.batch_rows_.tolist() == [600, 298]
@@ -281,3 +290,13 @@ def test_cluster_with_sharded_summaries_updates_in_place_with_the_same_bits(monk
         np.testing.assert_array_equal(depth, local_depth)
         assert model.error_bound_ == local.error_bound_ and model.offset_ == local.offset_
         assert model.n_samples_fit_ == local.n_samples_fit_ == first_rows + 6000
+
+
+def test_drift_test_compares_new_rows_with_the_rows_the_model_holds():
+    rng = np.random.default_rng(14)
+    model = daskdepth.IRW(n_directions=50, tol=TOL, random_state=0)
+    for _ in range(4):
+        model.partial_fit(rng.normal(size=(1500, 3)))
+    assert model._sample_depth.shape == (daskdepth.summary.streaming.STREAM_SAMPLE,)
+    assert not daskdepth.drift(model, rng.normal(size=(3000, 3))).drifted(0.001)
+    assert daskdepth.drift(model, rng.normal(size=(3000, 3)) + 0.5).drifted(0.001)

@@ -137,7 +137,22 @@ def _check_window(model: Any, st: StreamState) -> None:
 
 
 def update(model: Any, X: Any, sample_dim: Any = None) -> None:
-    """Add the rows of ``X`` to a fitted (or template) model: one pass over ``X`` only."""
+    """Add the rows of ``X`` to a fitted (or template) model: one pass over ``X`` only.
+
+    A batch refused (or any error on the way) leaves the model as it was.
+    """
+    saved = dict(model.__dict__)
+    if saved.get("_stream") is not None:
+        saved["_stream"] = copy.copy(saved["_stream"])  # its fields are replaced, not mutated
+    try:
+        _update(model, X, sample_dim)
+    except BaseException:
+        model.__dict__.clear()
+        model.__dict__.update(saved)
+        raise
+
+
+def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
     model._validate_params()  # as fit does (window= may have been set since)
     fitted = getattr(model, "feature_names_in_", None)
     name = type(model).__name__
