@@ -258,9 +258,11 @@ def test_model_fitted_by_fit_takes_batches_too():
 
 
 @pytest.mark.timeout(600)
-@pytest.mark.parametrize("first_rows", [150, 12_000])  # exact (sorted) first fit, and leaves
+# an exact (sorted) first fit and one in leaves, sharded on the workers; a small summary copied
+# to every worker (the rows folded where they are) and brought back
+@pytest.mark.parametrize(("first_rows", "sharded"), [(150, True), (12_000, True), (12_000, False)])
 def test_cluster_with_sharded_summaries_updates_in_place_with_the_same_bits(monkeypatch,
-                                                                          first_rows):
+                                                                          first_rows, sharded):
     from distributed import Client, LocalCluster
 
     import daskdepth.runtime.memory
@@ -281,11 +283,12 @@ def test_cluster_with_sharded_summaries_updates_in_place_with_the_same_bits(monk
 
     with dask.config.set(scheduler="threads"):
         local, local_depth = run()
-    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)  # shard every summary
+    if sharded:
+        monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)  # shard them all
     with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
                       dashboard_address=":0") as lc, Client(lc):
         model, depth = run()
-        assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+        assert all(isinstance(b, ClusterBlock) == sharded for b in model.summary_.blocks)
         assert len(model.summary_.blocks) == 3
         np.testing.assert_array_equal(depth, local_depth)
         assert model.error_bound_ == local.error_bound_ and model.offset_ == local.offset_
