@@ -137,8 +137,10 @@ def _map_blocks(blocks: list[Any], fn: Any, args: list[tuple], n: int, token: st
     """``fn(block, *args[b])`` for every block, where the block is; the results replace them.
 
     Blocks kept on a cluster stay there (the results too); blocks held here are
-    computed here, or on a cluster sent and brought back.
+    computed here (nothing is sent to a cluster for them).
     """
+    if not any(is_handle(b) for b in blocks):
+        return [fn(b, *a) for b, a in zip(blocks, args, strict=True)]
     with pass_plan(blocks, f"{token}.{verb}") as plan:
         tasks = []
         for b, ref in enumerate(plan.refs):
@@ -150,6 +152,8 @@ def _map_blocks(blocks: list[Any], fn: Any, args: list[tuple], n: int, token: st
 
 def _fetch(blocks: list[Any], fn: Any, args: list[tuple], token: str, verb: str) -> list[Any]:
     """``fn(block, *args[b])`` for every block, computed where the block is, brought here."""
+    if not any(is_handle(b) for b in blocks):
+        return [fn(b, *a) for b, a in zip(blocks, args, strict=True)]
     with pass_plan(blocks, f"{token}.{verb}") as plan:
         tasks = []
         for b, ref in enumerate(plan.refs):
