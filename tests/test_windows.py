@@ -105,7 +105,7 @@ def test_history_is_bounded_and_stated():
     # direction per batch; each batch's row sample at most STREAM_SAMPLE rows
     assert kept <= 2 * (8 * leaves + 16 * 6)
     assert all(s.size <= STREAM_SAMPLE for s in st.history_samples)
-    assert history_bytes(leaves, 6, 2) == 8 * leaves + 16 * 6 + STREAM_SAMPLE * 24
+    assert history_bytes(leaves, 6, 2) == 8 * leaves + 16 * 6 + STREAM_SAMPLE * 24  # d = 2
 
 
 def test_window_changed_after_the_first_batch_is_refused():

@@ -47,6 +47,7 @@ from ..summary.streaming import (
     history_bytes,
     key_bounds,
     merge_samples,
+    sample_rows,
     stream_block,
 )
 from .inputs import as_input, check_feature_names
@@ -202,10 +203,11 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
         st.history = st.history[leaving:] + [done.counts]
         st.history_rows = st.history_rows[leaving:] + [rows]
         st.history_samples = st.history_samples[leaving:] + [done.scan.sample]
-        st.sample = merge_samples(st.history_samples)
+        st.sample = merge_samples(st.history_samples, sample_rows(model.n_features_in_))
         batch_rows = batch_rows[-len(st.history):]
     else:
-        st.sample = merge_samples([st.sample, done.scan.sample])
+        st.sample = merge_samples([st.sample, done.scan.sample],
+                                  sample_rows(model.n_features_in_))
     model.batch_rows_ = batch_rows
     refresh(model, token)
 
@@ -215,7 +217,7 @@ def refresh(model: Any, token: str, who: str = "partial_fit") -> None:
 
     ``offset_`` is the ``contamination`` quantile of the depths, under the
     updated summary, of the stream's content-keyed row sample (at most
-    :data:`~daskdepth.summary.streaming.STREAM_SAMPLE` rows of those the
+    :func:`~daskdepth.summary.streaming.sample_rows` rows of those the
     summary holds); with no sampled rows (a model fitted by ``fit`` before its
     first batch) it stays.  Warns once when the bound passes its budget.
     """
@@ -458,7 +460,8 @@ def merge(models: Any) -> Any:
         np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
         for m in models])
     samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
-    out._stream = StreamState(bounds0.copy(), merge_samples(samples) if samples
+    out._stream = StreamState(bounds0.copy(),
+                              merge_samples(samples, sample_rows(first.n_features_in_)) if samples
                               else RowSample.empty(first.n_features_in_))
     out.__dict__.pop("_bound_warned", None)
     out.__dict__["verbose"] = first.verbose

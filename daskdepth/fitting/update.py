@@ -37,7 +37,6 @@ from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted
 from ..summary.streaming import (
-    STREAM_SAMPLE,
     BatchCounts,
     RowSample,
     base_state,
@@ -47,6 +46,7 @@ from ..summary.streaming import (
     key_bounds,
     merge_samples,
     merged_ext,
+    sample_rows,
     updated_block,
 )
 from .summaries import leaf_cap
@@ -54,12 +54,16 @@ from .summaries import leaf_cap
 
 @dataclass
 class BatchScan:
-    """What the pass learns of a batch besides its counts: finite and non-finite rows, sample."""
+    """What the pass learns of a batch besides its counts: finite and non-finite rows, sample.
+
+    ``k`` is the sample's size limit (:func:`~daskdepth.summary.streaming.sample_rows`).
+    """
 
     n: int
     n_bad: int
     bad_rows: np.ndarray
     sample: RowSample
+    k: int
 
 
 def _scan_chunk(x: np.ndarray, start: int, k: int) -> BatchScan:
@@ -67,13 +71,13 @@ def _scan_chunk(x: np.ndarray, start: int, k: int) -> BatchScan:
     finite = np.isfinite(x).all(axis=1)
     bad = np.flatnonzero(~finite)
     return BatchScan(int(finite.sum()), int(bad.size), start + bad[:MAX_BAD_ROWS],
-                     bottom_rows(x[finite], k))
+                     bottom_rows(x[finite], k), k)
 
 
 def _scan_merge(*parts: BatchScan) -> BatchScan:
     return BatchScan(sum(p.n for p in parts), sum(p.n_bad for p in parts),
                      np.concatenate([p.bad_rows for p in parts])[:MAX_BAD_ROWS],
-                     merge_samples([p.sample for p in parts], STREAM_SAMPLE))
+                     merge_samples([p.sample for p in parts], parts[0].k), parts[0].k)
 
 
 def scan_graph(x: da.Array, token: str) -> Any:
@@ -84,7 +88,8 @@ def scan_graph(x: da.Array, token: str) -> Any:
     """
     blocks, starts = row_blocks(x)
     return reduce_chunks(blocks, _scan_chunk, _scan_merge, key=(key_name("feed", token),),
-                         merge_key=key_name("merge", token, "stream"), args=(STREAM_SAMPLE,),
+                         merge_key=key_name("merge", token, "stream"),
+                         args=(sample_rows(x.shape[1]),),
                          starts=starts)
 
 

@@ -38,6 +38,21 @@ from .nbytes import ArrayRecord
 #: contamination quantile of 4,096 depths is within about 0.005 in rank (one
 #: standard error at contamination 0.1) of the quantile over all rows.
 STREAM_SAMPLE = 4096
+#: ... at most this many bytes of rows (wide data keeps fewer, at least
+#: :data:`STREAM_SAMPLE_MIN`: 1,048 rows at 1,000 features).
+STREAM_SAMPLE_BYTES = 8 * 2**20
+STREAM_SAMPLE_MIN = 512
+
+
+def sample_rows(d: int) -> int:
+    """Rows of the content-keyed sample for ``d`` features (:data:`STREAM_SAMPLE` up to 255).
+
+    Examples
+    --------
+    >>> sample_rows(10), sample_rows(1000), sample_rows(10**6)
+    (4096, 1047, 512)
+    """
+    return int(max(STREAM_SAMPLE_MIN, min(STREAM_SAMPLE, STREAM_SAMPLE_BYTES // (8 * (d + 1)))))
 
 #: Mixed into the row keys, so that they are not the hashes the rows' deduplication uses.
 _ROW_KEY_SEED = np.uint64(0x5EED57AE)
@@ -86,7 +101,7 @@ class StreamState:
     ``history`` holds, oldest first, per kept batch, its :class:`BatchCounts`
     per direction block, ``history_rows`` its finite rows and
     ``history_samples`` its own row sample: ``8`` bytes per base leaf, ``16``
-    per direction and at most ``8 d`` :data:`STREAM_SAMPLE` (plus 8 per row) per
+    per direction and at most :func:`sample_rows` rows of ``8 (d + 1)`` bytes per
     batch (:func:`history_bytes`).
     """
 
@@ -106,7 +121,7 @@ def history_bytes(n_leaves: int, m: int, d: int) -> int:
     >>> history_bytes(10_000, 100, 5)
     278208
     """
-    return 8 * int(n_leaves) + 16 * int(m) + STREAM_SAMPLE * (8 * int(d) + 8)
+    return 8 * int(n_leaves) + 16 * int(m) + sample_rows(d) * (8 * int(d) + 8)
 
 
 # ---------------------------------------------------------------- base keys and counts
@@ -288,7 +303,7 @@ def _smallest(keys: np.ndarray, rows: np.ndarray, k: int) -> RowSample:
     return RowSample(np.ascontiguousarray(keys[order]), np.ascontiguousarray(rows[order]))
 
 
-def bottom_rows(x: np.ndarray, k: int = STREAM_SAMPLE) -> RowSample:
+def bottom_rows(x: np.ndarray, k: int) -> RowSample:
     """The content-keyed sample of the finite rows of ``x``: its ``k`` rows of smallest key.
 
     Examples
@@ -304,7 +319,7 @@ def bottom_rows(x: np.ndarray, k: int = STREAM_SAMPLE) -> RowSample:
     return _smallest(row_keys(x), x, k)
 
 
-def merge_samples(parts: list[RowSample], k: int = STREAM_SAMPLE) -> RowSample:
+def merge_samples(parts: list[RowSample], k: int) -> RowSample:
     """The content-keyed sample of the union of the parts' rows (any order, same result)."""
     full = [p for p in parts if p.size]
     if not full:
