@@ -106,6 +106,26 @@ def test_cut_sorted_is_plan_cuts_of_one_node(values, scale, target):
     assert rows_buf[:nc].sum() == v.size and nc == ne + 1
 
 
+@given(st.lists(st.tuples(st.sampled_from([-2.0, -0.0, 0.0, 1e-300, 1.0, 7.5, np.inf]),
+                          st.integers(1, 700)), min_size=1, max_size=12),
+       st.sampled_from([0.25, 0.5, 1.0, 2.0, 4.0]), st.floats(0.0, 60.0))
+@settings(max_examples=150, deadline=None)
+def test_cut_sorted_skips_long_runs_as_the_value_by_value_cut_does(runs, scale, target):
+    """Runs of up to 700 tied values (found by galloping): the keys and rows of the greedy
+    cut that visits every value (plan_cuts' weighted path, each value weighing one row;
+    scales that are powers of two keep both paths' arithmetic exact)."""
+    from daskdepth.kernels.leaves import cut_sorted, plan_cuts
+
+    v = np.sort(np.concatenate([np.full(k, a) for a, k in runs]))
+    keys_buf, rows_buf = np.empty(2 * v.size), np.empty(3 * v.size + 1)
+    ne, nc = cut_sorted(v, scale, target, keys_buf, rows_buf)
+    _, _, keys, rows = plan_cuts(np.zeros(v.size, dtype=np.int64), v, np.ones(v.size), scale,
+                                 target, np.array([-np.inf]), np.array([np.inf]))
+    rows = rows if rows.size else np.array([float(v.size)])
+    np.testing.assert_array_equal(keys_buf[:ne].view(np.uint64), keys.view(np.uint64))
+    np.testing.assert_array_equal(rows_buf[:nc], rows)
+
+
 def test_cut_sorted_of_no_values_is_one_empty_child():
     from daskdepth.kernels.leaves import cut_sorted
 

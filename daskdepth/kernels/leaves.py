@@ -52,13 +52,63 @@ def _cut_weighted(values, weights, i, j, scale, target, last, hi, out_keys, ch_c
 
 
 @kernel
+def _run_start(values, k, e, a):
+    """First index in ``k .. e`` of the run of ``a`` that holds ``e`` (``values`` sorted).
+
+    Gallops back from ``e`` (1, 2, 4, ... values), then bisects: the same index
+    as stepping back one value at a time while ``values[i - 1] == a``.
+    """
+    hi = e  # values[hi] == a
+    step = 1
+    lo = e - 1
+    while lo >= k and values[lo] == a:
+        hi = lo
+        step *= 2
+        lo = hi - step
+    lo = max(lo, k - 1)  # lo == k - 1 or values[lo] != a
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if values[mid] == a:
+            hi = mid
+        else:
+            lo = mid
+    return hi
+
+
+@kernel
+def _run_end(values, k, j, a):
+    """One past the last index below ``j`` of the run of ``a == values[k]`` (``values`` sorted).
+
+    Gallops forward from ``k``, then bisects: the same index as stepping
+    forward one value at a time while ``values[r] == a``.
+    """
+    lo = k  # values[lo] == a
+    step = 1
+    hi = k + 1
+    while hi < j and values[hi] == a:
+        lo = hi
+        step *= 2
+        hi = lo + step
+    hi = min(hi, j)  # hi == j or values[hi] != a
+    while hi - lo > 1:
+        mid = (lo + hi) >> 1
+        if values[mid] == a:
+            lo = mid
+        else:
+            hi = mid
+    return hi
+
+
+@kernel
 def _cut_unit(values, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc):
     """:func:`_cut_weighted` for values of one row each, skipping runs that surely fit.
 
     In rows, a child takes at most ``lim`` (the most rows of weight ``scale``
     within ``target``).  From a child holding ``cur`` rows, every run that ends
     before position ``k + lim - cur`` fits, so the scan jumps there and only
-    examines the run straddling it: about two steps per child, not one per value.
+    examines the run straddling it: about two steps per child, not one per value,
+    and finds a long run's ends by galloping (:func:`_run_start`, :func:`_run_end`),
+    so that a run of ``L`` tied values costs ``log2(L)`` steps, not ``L``.
     """
     lim = int(min(target / scale, 4e18)) if target >= 0.0 else 0
     while (lim + 1) * scale <= target:
@@ -73,16 +123,11 @@ def _cut_unit(values, i, j, scale, target, last, hi, out_keys, ch_count, ne, nc)
             cur += j - k
             break
         if e > k:
-            a = values[e]
-            r0 = e
-            while r0 > k and values[r0 - 1] == a:
-                r0 -= 1
+            r0 = _run_start(values, k, e, values[e])
             cur += r0 - k
             k = r0
         a = values[k]
-        r = k + 1
-        while r < j and values[r] == a:
-            r += 1
+        r = _run_end(values, k, j, a)
         ln = r - k
         heavy = ln > lim
         if (heavy or (cur > 0 and cur + ln > lim)) and a > last and a < hi:
