@@ -342,7 +342,11 @@ def test_old_target_leftover_removed_when_replacement_is_in_place(tmp_path):
 
 @needs_proc
 def test_kill_between_renames_keeps_old_output(tmp_path, monkeypatch):
-    """Simulate a kill right after the old output was moved aside."""
+    """Simulate a kill right after the old output was moved aside (where the platform
+    cannot swap the two in one step)."""
+    from daskdepth.storage import atomic
+
+    monkeypatch.setattr(atomic, "exchange", lambda a, b: False)
     target = _output(tmp_path / "out.zarr", np.arange(3))
     real_replace = os.replace
     calls = []
@@ -511,3 +515,39 @@ def test_target_replaced_by_a_foreign_store_during_the_job_is_kept(tmp_path):
         zarr.create_array(str(target), data=np.arange(7))  # someone else's store
         out.commit()
     np.testing.assert_array_equal(zarr.open_array(str(target))[:], np.arange(7))
+
+
+def test_overwrite_swaps_in_one_step_where_the_platform_can(tmp_path, monkeypatch):
+    """Killed at the swap's every point, a replaced output is the old or the new one, never
+    missing: the old one is not moved aside first (Linux renameat2 RENAME_EXCHANGE)."""
+    from daskdepth.storage import atomic
+
+    target = _output(tmp_path / "out.zarr", np.arange(3))
+    probe = tmp_path / "probe"
+    (probe / "a").mkdir(parents=True)
+    (probe / "b").mkdir()
+    if not atomic.exchange(probe / "a", probe / "b"):
+        pytest.skip("this platform or file system cannot swap two folders in one step")
+    real_replace = os.replace
+    moved = []
+    monkeypatch.setattr(os, "replace", lambda a, b: (moved.append((a, b)), real_replace(a, b)))
+
+    real_exchange = atomic.exchange
+
+    def killed(a, b):  # stands for a kill right after the swap
+        assert real_exchange(a, b)
+        raise KeyboardInterrupt
+
+    out = SafeOutput(target, overwrite=True)
+    out.__enter__()
+    zarr.create_array(str(out.path), data=np.arange(9))
+    monkeypatch.setattr(atomic, "exchange", killed)
+    with pytest.raises(KeyboardInterrupt):
+        out.commit()  # killed: no __exit__ runs
+    out._heartbeat.stop()
+    assert not [m for m in moved if OLD_MARK in str(m[1]) or str(m[1]) == str(target)]
+    np.testing.assert_array_equal(zarr.open_array(str(target))[:], np.arange(9))
+    lease = json.loads(out.lease.read_text())  # the process dies: the old one goes
+    out.lease.write_text(json.dumps({**lease, "pid": _dead_pid(), "start": "1"}))
+    assert out.path in clean_leftovers(target)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.zarr", "probe"]

@@ -1,4 +1,4 @@
-"""The jobs of the command line: ``score``, ``fit``, ``apply``, ``drift`` and ``info``.
+"""The jobs of the command line: ``score``, ``fit``, ``apply``, ``drift``, ``update``, ``info``.
 
 Every job checks its output path and opens its input before it starts a
 cluster, so that a bad command fails at once; it then fits and/or scores on
@@ -35,13 +35,13 @@ from ..io.models import load_model
 from ..io.outputs import write_dataset
 from ..io.xarray import depth_dataset, model_attrs
 from ..runtime.progress import passes_text
-from ..storage.atomic import SafeOutput, clean_leftovers
+from ..storage.atomic import ExclusiveLock, SafeOutput, StoreBusyError, clean_leftovers
 from ..storage.modelformat import is_model, read_attributes, save_model, utc_now, versions
 from ..storage.paths import is_url, local_path, open_dataset
 from ..storage.targets import check_output
 from .cluster import Runner
 from .parser import cli_message, estimator_params
-from .ui import UI, printable
+from .ui import UI, CommandUsageError, ModelBusyError, printable
 
 #: Seeds drawn for jobs without ``--seed`` lie in [0, SEED_RANGE).
 SEED_RANGE = 2**31
@@ -403,12 +403,13 @@ def check_model_options(model: DepthDetector, args: argparse.Namespace) -> None:
     """Refuse --std or --explain for a loaded model whose depth lacks them, before any work."""
     name = model.depth_name
     if args.std and not model.capabilities.std:
-        raise ValueError(f"--std does not apply to this {name} model: standard errors exist for "
-                         f"the depths that are a mean over directions ({', '.join(capable('std'))})"
-                         "; leave --std out")
+        raise CommandUsageError(f"--std does not apply to this {name} model: standard errors "
+                                f"exist for the depths that are a mean over directions "
+                                f"({', '.join(capable('std'))}); leave --std out")
     if args.explain is not None and not model.capabilities.explains:
-        raise ValueError(f"--explain does not apply to this {name} model: explanations exist "
-                         f"for {', '.join(capable('explains'))}; leave --explain out")
+        raise CommandUsageError(f"--explain does not apply to this {name} model: explanations "
+                                f"exist for {', '.join(capable('explains'))}; leave --explain "
+                                "out")
 
 
 def _model_input(model: Any, args: argparse.Namespace) -> Any:
@@ -452,9 +453,7 @@ def cmd_apply(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
 
 def cmd_drift(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
     """``daskdepth drift MODEL INPUT [--alpha A]``: exit status 1 when ``p < A``."""
-    if not is_model(args.model):
-        raise MissingInputError(f"{args.model!r} is not a model saved by 'daskdepth fit'; pass "
-                                "the MODEL store that 'daskdepth fit --model MODEL' created")
+    _saved_model(args.model)
     model = load_model(args.model)
     source = _model_input(model, args)
     with runner(args, ui) as run:
@@ -470,6 +469,88 @@ def cmd_drift(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
           f"{result.n_reference:,} reference rows ({result.n_compared:,} reference depths)"
           f"{verdict}")
     return 1 if drifted else 0
+
+
+# --------------------------------------------------------------------------- update
+
+
+def _saved_model(path: str) -> None:
+    """Refuse (as a usage error) a MODEL path that holds no saved model."""
+    if not is_model(path):
+        raise MissingInputError(f"{path!r} is not a model saved by 'daskdepth fit'; pass "
+                                "the MODEL store that 'daskdepth fit --model MODEL' created")
+
+
+def cmd_update(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """``daskdepth update MODEL INPUT``: add the rows of INPUT to MODEL, replaced atomically.
+
+    The model is held exclusively (:class:`~daskdepth.storage.atomic.ExclusiveLock`)
+    from before it is read until the new one is in place, so two updates of
+    one model run one after the other (the second waits ``--wait`` seconds,
+    then exits with status 3, nothing changed) and neither loses the other's
+    batch.  The new model is written beside the old one and swapped in
+    (:class:`~daskdepth.storage.atomic.SafeOutput`): an update killed at any
+    moment leaves the old model or the new one, valid.
+    """
+    if is_url(args.model):
+        raise OutputError(f"MODEL {args.model!r} is a URL; 'update' rewrites the model, which "
+                          "must be a local path")
+    _saved_model(args.model)
+    try:
+        with ExclusiveLock(args.model, wait=args.wait):
+            return _update(args, ui, argv)
+    except StoreBusyError as exc:
+        raise ModelBusyError(str(exc)) from None
+
+
+def _update(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
+    """The update itself, the model held: read it, add the batch, write it back."""
+    prepare_output(args.model, inputs=[args.input], overwrite=True)  # leftovers, writable
+    document = read_attributes(args.model)
+    model = load_model(args.model)
+    if not model.capabilities.partial_fit:
+        raise CommandUsageError(
+            f"'update' adds rows to a model whose depth has partial_fit "
+            f"({', '.join(capable('partial_fit'))}); {args.model} is a "
+            f"{model.depth_name} model: fit it again on the rows it should hold "
+            "('daskdepth fit INPUT --model MODEL --overwrite')")
+    source = _model_input(model, args)
+    start = time.time()
+    label = f"updating {str(model.depth_name).upper()}"
+    with runner(args, ui) as run:
+        ui.status(f"{label} with {source.describe()}")
+        warm_workers(model, model.n_features_in_)  # a cluster's workers compile nothing mid-job
+        with run.progress(label):
+            model.partial_fit(source.data, sample_dim=source.sample_dim)
+    metadata = dict(_metadata(document))
+    metadata["last_update"] = {"command_line": shlex.join(["daskdepth", *argv]),
+                               "created": utc_now(), **input_attrs(source)}
+    model._check_loadable()
+    target = save_model(model, args.model, overwrite=True, metadata=metadata)
+    ui.result(f"updated {target} with {int(model.batch_rows_[-1]):,} rows of "
+              f"{source.describe()} in {time.time() - start:.1f} s: n = "
+              f"{model.n_samples_fit_:,} rows in {batches_text(model)}, error bound "
+              f"{model.error_bound_:.3g}")
+    return 0
+
+
+def batches_text(model: Any) -> str:
+    """The batches a streamed model holds: ``3 batches`` or ``the last 2 of 5 batches``.
+
+    Examples
+    --------
+    >>> import types
+    >>> batches_text(types.SimpleNamespace(n_batches_=3, batch_rows_=[1, 2, 3], window=None))
+    '3 batches'
+    >>> batches_text(types.SimpleNamespace(n_batches_=5, batch_rows_=[1, 2], window=2))
+    'the last 2 of 5 batches (window 2)'
+    """
+    held, added = len(model.batch_rows_), int(model.n_batches_)
+    window = getattr(model, "window", None)
+    if window is None or held == added:
+        return f"{held} batch{'es' if held != 1 else ''}" + (
+            f" (window {window})" if window is not None else "")
+    return f"the last {held} of {added} batches (window {window})"
 
 
 # --------------------------------------------------------------------------- info
@@ -515,11 +596,20 @@ def describe_model(path: str, document: dict[str, Any]) -> str:
     names = getattr(model, "feature_names_in_", None)
     if names is not None:
         lines.append(f"  features:       {', '.join(map(str, names))}")
+    if "n_batches_" in vars(model):
+        lines.append(f"  batches:        {model.n_samples_fit_:,} rows in "
+                     f"{batches_text(model)}")
     metadata = _metadata(document)
     if "input_path" in metadata:
         array = metadata.get("input_array")
         lines.append(f"  reference:      {metadata['input_path']}"
                      + (f" (array {array!r})" if array else ""))
+    last = metadata.get("last_update")
+    if isinstance(last, dict) and "input_path" in last:
+        array = last.get("input_array")
+        lines.append(f"  last update:    {last['input_path']}"
+                     + (f" (array {array!r})" if array else "")
+                     + f", {last.get('created', '?')}")
     lines.append(f"  format version: {document['format_version']}")
     lines.append(f"  saved:          {document.get('created', '?')} by daskdepth "
                  f"{document.get('versions', {}).get('daskdepth', '?')}")

@@ -2,8 +2,10 @@
 
 Exit status: 0 on success, 2 for usage errors (bad options, an input, model or
 ``--array`` that does not exist, an output that exists without ``--overwrite``, an output
-that is the input), 1 when the job fails (an unreadable or unusable input,
-NaN/inf rows, a corrupted model, ...), 130 on
+that is the input, an option or command that does not apply to the saved model's depth),
+1 when the job fails (an unreadable or unusable input, NaN/inf rows, a corrupted model,
+...), 3 when ``update`` finds its model held by another update (it waits ``--wait``
+seconds first), 130 on
 Ctrl-C and 143 on SIGTERM, 141 when the reader of stdout went away
 (``daskdepth info --json ... | head``).  A job that fails or is stopped
 removes its temporary once no task of it can still write there; when the
@@ -29,13 +31,15 @@ from typing import Any, NoReturn
 
 from ..errors import MissingInputError, OutputError
 from .parser import parse_command_line, version_text
-from .ui import UI, error_lines, format_warning
+from .ui import UI, CommandUsageError, ModelBusyError, error_lines, format_warning
 
 #: A command: runs the job of the parsed options and returns the exit status.
 Command = Callable[[argparse.Namespace, UI, Sequence[str]], int]
 
 #: Exit statuses.
 EXIT_OK, EXIT_FAILED, EXIT_USAGE = 0, 1, 2
+#: Exit status of an ``update`` whose model another job holds (nothing was changed).
+EXIT_BUSY = 3
 EXIT_INTERRUPTED, EXIT_TERMINATED = 130, 143
 #: Exit status when the reader of stdout went away (128 + SIGPIPE, as other programs).
 EXIT_BROKEN_PIPE = 141
@@ -103,7 +107,7 @@ def _command(name: str) -> Command:
 
     commands: dict[str, Command] = {"score": jobs.cmd_score, "fit": jobs.cmd_fit,
                                     "apply": jobs.cmd_apply, "info": jobs.cmd_info,
-                                    "drift": jobs.cmd_drift,
+                                    "drift": jobs.cmd_drift, "update": jobs.cmd_update,
                                     "demo": demo.cmd_demo}
     return commands[name]
 
@@ -158,7 +162,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     Returns
     -------
     int
-        0 on success, 1 when the job failed, 2 for a usage error.
+        0 on success, 1 when the job failed, 2 for a usage error, 3 when ``update``
+        finds its model held by another job.
 
     Examples
     --------
@@ -181,9 +186,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     except BrokenPipeError:  # e.g. `daskdepth info --json ... | head`: the reader is gone
         _silence_stdout()
         return EXIT_BROKEN_PIPE
-    except (OutputError, MissingInputError) as exc:
+    except (OutputError, MissingInputError, CommandUsageError) as exc:
         _report(exc, args.debug)
         return EXIT_USAGE
+    except ModelBusyError as exc:
+        _report(exc, args.debug)
+        return EXIT_BUSY
     except KeyboardInterrupt:
         _remove_pending()
         print("daskdepth: interrupted", file=sys.stderr)

@@ -42,6 +42,7 @@ commands:
   fit INPUT --model MODEL      fit on INPUT and save the model
   apply MODEL INPUT --out OUT  score INPUT with a saved model
   drift MODEL INPUT            test whether INPUT has the model's reference distribution
+  update MODEL INPUT           add the rows of INPUT to a saved model (partial_fit)
   info PATH                    describe a saved model or an output store
   demo [--out OUTPUT]          run the main job on a generated data set
 
@@ -55,7 +56,8 @@ when a contamination was given (to score or apply, or to fit for apply)."""
 
 EPILOG = """\
 exit status: 0 success, 1 the job failed, 2 usage error (bad options, a missing
-INPUT or MODEL, an OUTPUT that exists without --overwrite).
+INPUT or MODEL, an OUTPUT that exists without --overwrite), 3 'update' found its
+MODEL held by another update.
 Outputs are written to a temporary sibling (OUTPUT.daskdepth-tmp-*) and moved
 into place when complete; an existing OUTPUT is replaced only with --overwrite.
 With --scheduler ADDRESS, INPUT and OUTPUT must be on storage that the workers
@@ -87,6 +89,11 @@ def _argument(convert: Callable[[str], Any], expected: str,
 def _positive(value: float) -> None:
     if value <= 0:
         raise ValueError(f"expected a positive number, got {value:g}")
+
+
+def _non_negative(value: float) -> None:
+    if not 0 <= value < float("inf"):
+        raise ValueError(f"expected a finite number >= 0, got {value:g}")
 
 
 def _unit_interval(value: float) -> None:
@@ -356,6 +363,31 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                    help="rows with NaN/inf: fail (raise) or leave them out (omit) "
                         "(default: the model's, as given to 'fit')")
+
+    p = sub.add_parser("update", parents=[common, debug, cluster],
+                       help="add the rows of INPUT to a saved model",
+                       description="Add the rows of INPUT to a saved MODEL (partial_fit: one "
+                                   "pass over INPUT, no earlier row read again) and replace "
+                                   "the model atomically: it is written beside the old one and "
+                                   "swapped in, so an update stopped at any moment leaves the "
+                                   "old model or the new one.  The model is held while it is "
+                                   "updated: a second update of it waits --wait seconds, then "
+                                   "exits with status 3 and changes nothing.  Prints the rows "
+                                   "and batches the model holds and its error bound.  For the "
+                                   "depths with partial_fit (" + ", ".join(capable("partial_fit"))
+                                   + ").")
+    p.add_argument("model", metavar="MODEL", help="model saved by 'daskdepth fit' (replaced)")
+    p.add_argument("input", metavar="INPUT", help="Zarr store of new rows")
+    for action in source._actions:  # --array, --sample-dim, --fill-missing-chunks
+        if action.dest in ("array", "sample_dim", "fill_missing_chunks"):
+            p._add_action(action)
+    p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
+                   help="rows with NaN/inf: fail (raise) or leave them out (omit) "
+                        "(default: the model's, as given to 'fit'; kept in the model)")
+    p.add_argument("--wait", type=_argument(float, "a number of seconds >= 0", _non_negative),
+                   metavar="SECONDS", default=0.0,
+                   help="when another update holds MODEL, wait this long for it before "
+                        "exiting with status 3 (default: 0, exit at once)")
 
     p = sub.add_parser("info", parents=[debug],
                        help="describe a saved model or an output store",

@@ -11,6 +11,16 @@ import sys
 import unicodedata
 from typing import Any
 
+
+class CommandUsageError(ValueError):
+    """A usage error found once a job has read its MODEL: an option or a command that does
+    not apply to the saved model's depth (exit status 2, as the parser's usage errors)."""
+
+
+class ModelBusyError(OSError):
+    """``update``: another job holds the model (exit status 3; nothing was changed)."""
+
+
 #: Exceptions whose message says it all: reported without their class name or a hint.
 PLAIN_ERRORS: tuple[type[BaseException], ...] = (ValueError, OSError, KeyError, TypeError)
 

@@ -18,16 +18,31 @@ daskdepth) are never touched.
 A job ended by a signal at any other moment (even between creating its
 temporary and entering the ``with`` block that removes it) removes it with
 :func:`remove_pending`, since every temporary is registered before it exists.
+
+An existing target is replaced in one step where the platform allows it
+(:func:`exchange`: Linux's ``renameat2`` with ``RENAME_EXCHANGE`` swaps the
+temporary and the target): a job killed at any moment leaves the old store or
+the new one at the target, never nothing.  Elsewhere the old target is moved
+aside first, and a job killed between the two renames leaves it aside for the
+next job to put back.
+
+Jobs that read a store, change it and write it back (``daskdepth update``)
+hold :class:`ExclusiveLock` on it meanwhile, so that two such jobs run one
+after the other and neither loses what the other wrote.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
+import errno
 import hashlib
 import os
 import re
 import shutil
+import sys
 import threading
+import time
 import uuid
 import warnings
 from collections.abc import Callable, Sequence
@@ -35,7 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import OutputError
-from .leases import HEARTBEAT_SECONDS, Heartbeat, Lease, lease_alive, this_process
+from .leases import HEARTBEAT_SECONDS, Heartbeat, Lease, Owner, lease_alive, this_process
 from .paths import UnsafeFileError, local_path, read_regular
 from .targets import check_output, replace_refusal, root_attributes
 
@@ -213,6 +228,177 @@ def clean_leftovers(target: str | os.PathLike[str]) -> list[Path]:
     return sorted(removed)
 
 
+# --------------------------------------------------------------------------- exchange
+
+
+#: ``renameat2``'s flag that swaps two paths, and the "current directory" descriptor.
+_RENAME_EXCHANGE = 2
+_AT_FDCWD = -100
+
+
+def _renameat2() -> Any:
+    """libc's ``renameat2`` (Linux, glibc 2.28 or later); None where there is none."""
+    if not sys.platform.startswith("linux"):
+        return None
+    try:
+        fn = ctypes.CDLL(None, use_errno=True).renameat2
+    except (OSError, AttributeError):
+        return None
+    fn.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.c_int, ctypes.c_char_p,
+                   ctypes.c_uint]
+    fn.restype = ctypes.c_int
+    return fn
+
+
+def exchange(a: Path, b: Path) -> bool:
+    """Swap the existing paths ``a`` and ``b`` in one step; False where that cannot be done.
+
+    Linux's ``renameat2(..., RENAME_EXCHANGE)``: at every moment each path
+    names one of the two entries, so a job killed at any point leaves one of
+    them at ``b``.  False (nothing changed) on other platforms, without
+    ``renameat2``, or on a file system that does not support the exchange.
+
+    Examples
+    --------
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> (d / "a").mkdir(); (d / "b").mkdir(); _ = (d / "a" / "x").write_text("new")
+    >>> exchange(d / "a", d / "b") in (True, False)
+    True
+    """
+    fn = _renameat2()
+    if fn is None:
+        return False
+    if fn(_AT_FDCWD, os.fsencode(a), _AT_FDCWD, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    err = ctypes.get_errno()
+    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP, errno.EPERM):
+        return False
+    raise OSError(err, os.strerror(err), str(b))
+
+
+# --------------------------------------------------------------------------- exclusive lock
+
+
+#: Marker in the name of the lock of a store that a job reads, changes and writes back.
+LOCK_MARK = ".daskdepth-lock"
+
+
+class StoreBusyError(OSError):
+    """Another job holds the :class:`ExclusiveLock` of a store (``holder``: who, if known)."""
+
+    def __init__(self, message: str, holder: Owner | None) -> None:
+        super().__init__(message)
+        self.holder = holder
+
+
+class ExclusiveLock:
+    """Hold a store exclusively while a job reads, changes and writes it back.
+
+    The lock is the file ``<target>.daskdepth-lock`` beside the store, locked
+    with ``flock`` (the system releases it when the process ends, however it
+    ends: no stale lock outlives a killed job) and holding the job's lease
+    (:class:`~daskdepth.storage.leases.Lease`: host, process, start time), which
+    says who holds it.  Where ``flock`` is missing, the file is created
+    exclusively and a lease whose job has ended
+    (:func:`~daskdepth.storage.leases.lease_alive`) is broken.
+
+    Parameters
+    ----------
+    target : path-like
+        The store (a local path).
+    wait : float, default=0
+        Seconds to wait for another job to release it; then (or at once)
+        :class:`StoreBusyError`.
+    poll : float, default=0.2
+        Seconds between two tries while waiting.
+
+    Examples
+    --------
+    >>> import tempfile, os
+    >>> target = os.path.join(tempfile.mkdtemp(), "model.zarr")
+    >>> with ExclusiveLock(target):
+    ...     try:
+    ...         ExclusiveLock(target).__enter__()
+    ...     except StoreBusyError as exc:
+    ...         print("busy")
+    busy
+    >>> os.listdir(os.path.dirname(target))
+    []
+    """
+
+    def __init__(self, target: str | os.PathLike[str], *, wait: float = 0.0,
+                 poll: float = 0.2) -> None:
+        self.target = local_path(target)
+        self.path = self.target.parent / f"{_stem(self.target)}{LOCK_MARK}"
+        self.wait = float(wait)
+        self.poll = float(poll)
+        self._fd: int | None = None
+
+    def _try(self) -> bool:
+        """Take the lock if it is free; whether it was taken."""
+        try:
+            import fcntl
+        except ImportError:  # pragma: no cover - not POSIX
+            return self._try_exclusive()
+        fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            return False
+        try:  # the holder before may have removed the file: then lock the new one
+            same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+        except FileNotFoundError:
+            same = False
+        if not same:
+            os.close(fd)
+            return self._try()
+        os.ftruncate(fd, 0)
+        os.write(fd, Lease(this_process(), uuid.uuid4().hex, False).to_json().encode())
+        self._fd = fd
+        return True
+
+    def _try_exclusive(self) -> bool:  # pragma: no cover - platforms without flock
+        try:
+            fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            if not lease_alive(self.path):
+                _remove(self.path)
+            return False
+        os.write(fd, Lease(this_process(), uuid.uuid4().hex, False).to_json().encode())
+        self._fd = fd
+        return True
+
+    def holder(self) -> Owner | None:
+        """Who holds the lock, as its file says (None when it cannot be read)."""
+        lease = Lease.read(self.path)
+        return lease.owner if lease is not None else None
+
+    def __enter__(self) -> ExclusiveLock:
+        deadline = time.monotonic() + self.wait
+        while not self._try():
+            if time.monotonic() >= deadline:
+                owner = self.holder()
+                who = (f"process {owner.pid} on {owner.host}" if owner is not None
+                       else "another process")
+                waited = f" (waited {self.wait:g} s)" if self.wait > 0 else ""
+                raise StoreBusyError(
+                    f"{str(self.target)!r} is being updated by another job ({who}){waited}; "
+                    "it was left as it is: run again once that job has finished, or wait "
+                    "for it (--wait SECONDS)", owner)
+            time.sleep(self.poll)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        fd, self._fd = self._fd, None
+        if fd is None:
+            return
+        with contextlib.suppress(FileNotFoundError):
+            self.path.unlink()  # before the lock goes: a waiting job then locks a new file
+        os.close(fd)
+
+
 # --------------------------------------------------------------------------- safe output
 
 
@@ -349,9 +535,11 @@ class SafeOutput:
         """Verify the temporary (:meth:`verify`) and move it into place.
 
         An old target is first checked again (it must still be a store
-        daskdepth wrote), renamed to ``<target>.daskdepth-old-<job>`` and removed
-        only after the new one is in place; a job killed between the two renames
-        leaves it there, and the next job puts it back.
+        daskdepth wrote), then swapped with the temporary in one step
+        (:func:`exchange`) and removed; where that cannot be done, it is
+        renamed to ``<target>.daskdepth-old-<job>`` and removed only after the
+        new one is in place (a job killed between the two renames leaves it
+        there, and the next job puts it back).
         """
         if self.committed:
             raise RuntimeError("this output was already committed")
@@ -367,10 +555,16 @@ class SafeOutput:
             old = self._sibling(OLD_MARK)
         self.verify(check)
         (self.path / OWNER_FILE).unlink()
-        if old is not None:
-            os.replace(target, old)
-        os.replace(self.path, target)
-        self.committed = True
+        if old is not None and exchange(self.path, target):
+            # one step: the old target now has the temporary's name (still registered, so a
+            # signal from here on removes it, and a later job removes it after a SIGKILL)
+            self.committed = True
+            _remove(self.path)
+        else:
+            if old is not None:
+                os.replace(target, old)
+            os.replace(self.path, target)
+            self.committed = True
         with _PENDING_LOCK:
             _PENDING.pop(self.path, None)
         if old is not None:
