@@ -155,3 +155,19 @@ def test_a_stream_in_a_format_6_store_is_refused(tmp_path):
     group.attrs[ATTR] = doc
     with pytest.raises(ModelFormatError, match="state of a stream, which format version 6"):
         daskdepth.load(path)
+
+
+def test_a_template_is_refused_before_any_file_and_saves_once_fed(tmp_path):
+    """A template (no rows) was saved, then refused at load (n_samples_fit_ 0)."""
+    reference = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0).fit(_batches(1)[0])
+    start = daskdepth.template(reference)
+    with pytest.raises(ValueError, match="holds no rows yet .a template.: a saved model must "
+                                         "hold rows; save it after its first partial_fit"):
+        start.save(tmp_path / "t.zarr")
+    assert not (tmp_path / "t.zarr").exists()
+    batch = _batches(2, seed=3)[1]
+    fed = start.partial_fit(batch)
+    loaded = daskdepth.load(fed.save(tmp_path / "t.zarr"))
+    more = _batches(1, seed=4)[0]
+    assert _state(loaded.partial_fit(more), _points()) == _state(fed.partial_fit(more),
+                                                                 _points())

@@ -383,7 +383,8 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
     sklearn.exceptions.NotFittedError
         ``model`` is not fitted.
     ValueError
-        ``metadata`` takes more than :data:`MAX_USER_METADATA_BYTES` as JSON.
+        ``metadata`` takes more than :data:`MAX_USER_METADATA_BYTES` as JSON, or
+        ``model`` holds no rows (a :func:`daskdepth.template` not fed yet).
     OutputError
         ``path`` exists (without ``overwrite``) or is not safe to write.
 
@@ -401,6 +402,11 @@ def save_model(model: Any, path: str | os.PathLike[str], *, overwrite: bool = Fa
 
     _check_saveable(model)
     state = _fitted_state(model)
+    if state.get("n_samples_fit_") == 0:  # daskdepth.template: a frame without rows
+        raise ValueError(f"this {type(model).__name__} holds no rows yet (a template): a saved "
+                         "model must hold rows; save it after its first partial_fit, or save "
+                         "the model it was made from and call daskdepth.template(model) after "
+                         "loading that")
     kept = json.dumps(metadata or {}, default=_json_default)
     if len(kept) > MAX_USER_METADATA_BYTES:
         raise ValueError(f"metadata takes {len(kept):,} bytes as JSON, more than the "
