@@ -422,21 +422,31 @@ def route_groups(kptr: np.ndarray, table: np.ndarray,
     """Boundaries of consecutive direction groups whose routing tables fit ``budget`` bytes.
 
     A direction reads :data:`ROUTE_KEY_BYTES` per key and its guide table row.
-    A group holds at least one direction; ``[0]`` for a block without directions.
+    A group holds at least one direction, and a multiple of four (the
+    directions :func:`project_tile` projects together) when it holds four or
+    more, the block's last group apart; ``[0]`` for a block without directions.
 
     Examples
     --------
     >>> route_groups(np.array([0, 100, 200, 300]), np.zeros((3, 10), np.uint16), 4000).tolist()
     [0, 2, 3]
+    >>> route_groups(np.arange(0, 1001, 100), np.zeros((10, 10), np.uint16), 9000).tolist()
+    [0, 4, 8, 10]
     """
     per = np.diff(kptr) * ROUTE_KEY_BYTES + table.shape[1] * table.itemsize
     bounds = [0]
     used = 0
-    for jj, b in enumerate(per.tolist()):
-        if used and used + b > budget:
-            bounds.append(jj)
+    jj = 0
+    while jj < per.size:
+        if used and used + per[jj] > budget:
+            # A multiple of four directions where it can: the tile is projected on
+            # four at a time, and one left over costs nearly as much as four.
+            size = jj - bounds[-1]
+            bounds.append(bounds[-1] + (size - size % 4 if size >= 4 else size))
+            jj = bounds[-1]
             used = 0
-        used += b
+        used += int(per[jj])
+        jj += 1
     if per.size:
         bounds.append(per.size)
     return np.array(bounds, dtype=np.int64)
@@ -457,7 +467,7 @@ def tile_buffers(proj):
     buffers' rows are :data:`TILE_PAD` doubles longer than ``rows``.
     """
     d = proj.X.shape[1]
-    rows = min(ROW_TILE, max(ROW_TILE_MIN, TILE_COLUMN_BYTES // (8 * max(d, 1))))
+    rows = min(ROW_TILE, max(ROW_TILE_MIN, TILE_COLUMN_BYTES // (8 * max(d, 1)) // 64 * 64))
     return (np.empty((0 if proj.direct else d, rows + TILE_PAD)),
             np.empty((4, rows + TILE_PAD)), np.empty(rows, dtype=np.uint64), rows)
 
