@@ -13,6 +13,8 @@ import warnings
 import numpy as np
 import pandas as pd
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from oracle import exact_depth
 
 import daskdepth
@@ -159,3 +161,23 @@ def test_feature_names_must_agree():
     b.partial_fit(first.iloc[300:].rename(columns={"b": "c"}))
     with pytest.raises(ValueError, match="feature names"):
         daskdepth.merge([a, b])
+
+
+@settings(max_examples=15)
+@given(sizes=st.lists(st.integers(1, 40), min_size=2, max_size=5), tied=st.booleans(),
+       shift=st.floats(-3, 3), order=st.randoms(use_true_random=False))
+def test_random_groupings_of_small_tied_and_shifted_batches_give_the_same_bits(
+        reference, points, sizes, tied, shift, order):
+    rng = np.random.default_rng(len(sizes))
+    batches = [rng.normal(size=(k, 3)) + shift * (i % 2) for i, k in enumerate(sizes)]
+    if tied:
+        batches = [np.round(b) for b in batches]
+    start = daskdepth.template(reference)
+    one_stream = _state(_fed(start, batches), points)
+    parts = [_fed(start, [b]) for b in batches]
+    while len(parts) > 1:  # merge two random neighbours-or-not at a time
+        i, j = sorted(order.sample(range(len(parts)), 2))
+        merged = daskdepth.merge([parts[j], parts[i]] if order.random() < 0.5
+                                 else [parts[i], parts[j]])
+        parts = [p for k, p in enumerate(parts) if k not in (i, j)] + [merged]
+    assert _state(parts[0], points) == one_stream

@@ -303,3 +303,24 @@ def test_drift_test_compares_new_rows_with_the_rows_the_model_holds():
     assert model._sample_depth.shape == (daskdepth.summary.streaming.STREAM_SAMPLE,)
     assert not daskdepth.drift(model, rng.normal(size=(3000, 3))).drifted(0.001)
     assert daskdepth.drift(model, rng.normal(size=(3000, 3)) + 0.5).drifted(0.001)
+
+
+@pytest.mark.parametrize("batch", ["one row", "beyond", "one value"])
+def test_few_rows_in_few_leaves_are_recovered_and_take_more_batches(batch):
+    # a template fed a single row, a batch beyond all the first fit's keys, or one value
+    # repeated: long runs of empty leaves at a direction's ends
+    rng = np.random.default_rng(15)
+    reference = daskdepth.IRW(n_directions=10, tol=TOL, random_state=0).fit(
+        rng.normal(size=(3000, 2)))
+    first = {"one row": rng.normal(size=(1, 2)), "beyond": rng.normal(size=(50, 2)) + 100.0,
+             "one value": np.ones((30, 2))}[batch]
+    model = daskdepth.template(reference)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", daskdepth.StreamBoundWarning)
+        model.partial_fit(first)
+        later = rng.normal(size=(7, 2))
+        model.partial_fit(later)
+    union = np.concatenate([first, later])
+    points = np.concatenate([union, rng.normal(size=(40, 2)) * 50])
+    err = np.abs(model.score_samples(points) - _oracle(model, union, points))
+    assert err.max() <= model.error_bound_ + 1e-12 and model.n_samples_fit_ == union.shape[0]

@@ -126,7 +126,8 @@ def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
         ext[jj] = p[0], p[-1]
     cptr = np.concatenate([[0], np.cumsum([k.size for k in cuts])]).astype(np.int64)
     planned = BlockLeaves.planned(block.j0, block.j1, cptr, np.concatenate(cuts))
-    return planned.finished(LeafCounts(np.concatenate(counts), ext), cap).without_counts()
+    # the counts stay (see daskdepth.summary.streaming.stream_block): the next batch adds to them
+    return planned.finished(LeafCounts(np.concatenate(counts), ext), cap)
 
 
 def _as_leaves(block: Any, tol: float) -> BlockLeaves:

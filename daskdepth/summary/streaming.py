@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ..kernels.leaves import recover_counts
+from ..kernels.leaves import recover_counts, tabulate_leaves
+from ..kernels.routing import pad_keys
 from .leaves import BlockLeaves, LeafCounts
 from .nbytes import ArrayRecord
 
@@ -167,13 +168,45 @@ def base_keys(block: BlockLeaves, bounds: np.ndarray) -> tuple[np.ndarray, np.nd
 
 
 def leaf_totals(block: BlockLeaves, n: int) -> np.ndarray:
-    """The rows of every leaf of ``block`` (float64), recovered from ``lut`` when dropped."""
+    """The rows of every leaf of ``block`` (float64), recovered from ``lut`` when dropped.
+
+    :func:`~daskdepth.kernels.leaves.recover_counts` reads the counts off
+    ``lut`` from both ends and tries a few split points between the readings.
+    A block that holds few rows in many leaves (a template fed a small or a
+    drifted batch) has long runs of empty leaves at a direction's ends, where
+    many split points look valid and the few tries run out; the empty ends
+    (``lut == 0`` means no rows there) are then cut off, one empty leaf kept on
+    each side so that the atoms inside stay inside, and the rest recovered.
+    The counts found are checked: they tabulate to ``lut`` exactly.
+    """
     if block.counts is not None:
         return np.asarray(block.counts, dtype=np.float64)
     counts = np.zeros(block.n_leaves)
     if n == 0:
         return counts
-    if not recover_counts(block.cptr, block.keys, block.lut, float(n), counts):
+    if recover_counts(block.cptr, block.keys, block.lut, float(n), counts):
+        return counts
+    lut = block.lut
+    lptr, cptr = block.lptr, block.cptr
+    leaves, keys, sizes = [], [], []
+    for jj in range(block.mb):
+        l0, l1 = int(lptr[jj]), int(lptr[jj + 1])
+        held = np.flatnonzero(lut[l0:l1] > 0)
+        a = max(int(held[0]) - 1, 0) if held.size else 0
+        b = min(int(held[-1]) + 1, l1 - l0 - 1) if held.size else 0
+        leaves.append(l0 + np.arange(a, b + 1))
+        keys.append(int(cptr[jj]) + np.arange(a, b))
+        sizes.append(b - a)
+    sub_cptr = np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64)
+    sub_keys = pad_keys(sub_cptr, np.ascontiguousarray(block.cuts[np.concatenate(keys)]))
+    picked = np.concatenate(leaves)
+    sub_counts = np.zeros(picked.size)
+    found = recover_counts(sub_cptr, sub_keys, np.ascontiguousarray(lut[picked]), float(n),
+                           sub_counts)
+    counts[picked] = sub_counts
+    want, worst = np.empty(lut.size), np.zeros(block.mb)
+    tabulate_leaves(cptr, block.keys, counts, want, worst)
+    if not found or not np.array_equal(want, lut.astype(np.float64)):
         raise ValueError("the block's tabulated scores are not those of leaf counts adding up "
                          f"to its {n} rows")  # pragma: no cover - a block this package built
     return counts
@@ -219,17 +252,21 @@ def stream_block(j0: int, j1: int, base_cptr: np.ndarray, base_cuts: np.ndarray,
     from the exact counts (:meth:`BlockLeaves.finished`).  A function of its
     arguments only, so the same counts and extremes give the same bits.
 
+    The block keeps its leaf ``counts`` (in ``lut``'s dtype: 4 bytes per leaf
+    up to 2**23 rows, else 8), unlike a fitted block: reading them back off
+    ``lut`` (:func:`leaf_totals`) is ambiguous for a few rows spread over many
+    leaves (a template's first small batch), and the next batch needs them.
+
     Examples
     --------
     >>> b = stream_block(0, 1, np.array([0, 1]), np.array([0.0]), np.array([2.0, 1.0]),
     ...                  np.array([[-1.0, 3.0]]))
-    >>> b.cuts.tolist(), b.lut.tolist()
-    ([-1.0, 0.0, 3.0000000000000004], [0.0, 1.0, 0.5, 0.0])
+    >>> b.cuts.tolist(), b.lut.tolist(), b.counts.tolist()
+    ([-1.0, 0.0, 3.0000000000000004], [0.0, 1.0, 0.5, 0.0], [0.0, 2.0, 1.0, 0.0])
     """
     planned = BlockLeaves.planned(int(j0), int(j1), base_cptr, base_cuts)
     return planned.finished(LeafCounts(np.ascontiguousarray(counts, dtype=np.float64),
-                                       np.ascontiguousarray(ext, dtype=np.float64))
-                            ).without_counts()
+                                       np.ascontiguousarray(ext, dtype=np.float64)))
 
 
 def updated_block(block: BlockLeaves, n: int, bounds: np.ndarray, add: BatchCounts | None,
