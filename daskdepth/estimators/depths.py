@@ -69,10 +69,13 @@ class LeafDepth(DepthDetector):
         it passes twice ``tol``: ``fit`` on recent data brings it back to
         ``tol``.  A first fit small enough to be exact (sorted projections) is
         converted to leaves with exact counts within ``tol`` at the second
-        call.  ``offset_`` is recomputed after every batch: the
+        call; blocks updated by ``partial_fit`` keep their leaf counts (4 bytes
+        per leaf up to 2**23 rows, 8 beyond), which the next batch adds to.
+        ``offset_`` is recomputed after every batch: the
         ``contamination`` quantile of the depths, under the updated summary,
         of a content-keyed sample of at most 4,096 of the rows the model
-        holds (a model fitted by ``fit`` samples from its next batch on).
+        holds (fewer beyond 255 features: at most 8 MiB of rows; a model
+        fitted by ``fit`` samples from its next batch on).
 
         Works on NumPy, pandas, dask and xarray input (a dask batch is read
         once, chunk by chunk, when ``partial_fit`` runs) and on a cluster,
