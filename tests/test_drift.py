@@ -179,3 +179,50 @@ def test_cli_drift_prints_q_and_exits_1_on_drift_with_alpha(tmp_path, capsys):
     assert "no drift at level 0.01" in capsys.readouterr().out
     assert main(["drift", model, stores["same"], "--alpha", "2"]) == 2  # a usage error
     assert "between 0 and 1" in capsys.readouterr().err
+
+
+def test_pandas_and_xarray_input_give_the_numpy_numbers():
+    pd = pytest.importorskip("pandas")
+    xr = pytest.importorskip("xarray")
+    rng = np.random.default_rng(21)
+    names = ["a", "b", "c"]
+    reference = pd.DataFrame(rng.normal(size=(1500, 3)), columns=names)
+    model = daskdepth.IRW(random_state=0).fit(reference)
+    X_new = rng.normal(size=(900, 3)) + 0.3
+    frame = pd.DataFrame(X_new, columns=names)
+    expected = daskdepth.drift(model, frame)
+    with pytest.warns(UserWarning, match="feature names"):  # as scikit-learn's scoring warns
+        assert daskdepth.drift(model, X_new) == expected
+    with pytest.raises(ValueError, match="same order"):  # as for scoring
+        daskdepth.drift(model, frame[["c", "a", "b"]])
+    cells = xr.DataArray(X_new.T, dims=("feature", "time"), coords={"feature": names})
+    assert daskdepth.drift(model, cells, sample_dim="time") == expected
+    assert daskdepth.drift(model, cells.chunk({"time": 200}), sample_dim="time") == expected
+    with pytest.raises(ValueError, match="feature"):
+        daskdepth.drift(model, pd.DataFrame(X_new, columns=["a", "b", "z"]))
+
+
+@pytest.mark.timeout(600)
+def test_cluster_with_a_sharded_summary_gives_the_local_numbers(monkeypatch: pytest.MonkeyPatch):
+    from distributed import Client, LocalCluster
+
+    import daskdepth.runtime.memory
+    from daskdepth.runtime.shards import ClusterBlock
+
+    rng = np.random.default_rng(22)
+    reference = rng.normal(size=(30_000, 3))
+    X_new = da.from_array(rng.normal(size=(4000, 3)) + 0.1, chunks=(1000, 3))
+
+    def run() -> tuple[daskdepth.AIIRW, DriftResult]:
+        model = daskdepth.AIIRW(n_directions=64, tol=1e-3, random_state=1)
+        model.fit(da.from_array(reference, chunks=(5000, 3)))
+        return model, daskdepth.drift(model, X_new)
+
+    local_model, local = run()
+    monkeypatch.setattr(daskdepth.runtime.memory, "REPLICATE_SHARE", 0.0)  # shard every block
+    with LocalCluster(n_workers=2, threads_per_worker=1, processes=False,
+                      dashboard_address=":0") as lc, Client(lc):
+        model, result = run()
+        assert all(isinstance(b, ClusterBlock) for b in model.summary_.blocks)
+        assert result == local
+        np.testing.assert_array_equal(model._sample_depth, local_model._sample_depth)
