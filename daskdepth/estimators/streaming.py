@@ -19,17 +19,21 @@ from typing import Any
 import numpy as np
 from dask.base import tokenize
 
-from ..errors import StreamBoundWarning, nan_rows_message, user_stacklevel
+from ..errors import MAX_BAD_ROWS, StreamBoundWarning, nan_rows_message, user_stacklevel
 from ..fitting.offset import offset_depths
 from ..fitting.update import (
     BatchScan,
     add_batch,
     base_counts,
     block_bounds,
+    convert_exact,
     empty_summary,
+    exact_summary,
+    held_sorted,
     leaf_summary,
     scan_graph,
     sorted_to_leaves,
+    stays_exact,
     window_ext,
 )
 from ..runtime.client import keep_placement, phase
@@ -38,12 +42,13 @@ from ..runtime.progress import show_phases
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves
-from ..summary.sorted import BlockSorted
+from ..summary.sorted import BlockSorted, rebuild_sorted
 from ..summary.streaming import (
     BatchCounts,
     RowSample,
     StreamState,
     base_state,
+    bottom_rows,
     history_bytes,
     key_bounds,
     merge_samples,
@@ -86,13 +91,7 @@ def _started(model: Any) -> StreamState:
     exact summary (sorted projections) is converted to leaves with exact counts
     within ``tol`` here, once.
     """
-    st = model.__dict__.get("_stream")
-    if st is None:
-        st = StreamState(None, RowSample.empty(model.n_features_in_),  # type: ignore[arg-type]
-                         window=model.window)
-        model.n_batches_ = 1
-        model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
-        model._stream = st
+    st = _stream_state(model)
     if st.bounds is None:
         summary = leaf_summary(model.summary_, float(model.tol))
         if summary is not model.summary_:
@@ -108,6 +107,100 @@ def _started(model: Any) -> StreamState:
             st.history_samples = [st.sample]
         st.window = model.window
     return st
+
+
+def _stream_state(model: Any) -> StreamState:
+    """The model's stream state, started (base keys not fixed yet) for a model fitted by ``fit``."""
+    st = model.__dict__.get("_stream")
+    if st is None:
+        st = StreamState(None, RowSample.empty(model.n_features_in_),  # type: ignore[arg-type]
+                         window=model.window)
+        model.n_batches_ = 1
+        model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+        model._stream = st
+    return st
+
+
+def _fix_bounds(model: Any, st: StreamState, summary: DepthSummary) -> None:
+    """The leaf summary a stream converted to: its base keys fixed, the attributes that follow."""
+    model.summary_ = summary
+    model.error_bound_ = model._error_bound(summary)
+    model._train_depth = model._train_token = None
+    model._fit_token = tokenize(model._fit_token, "leaves")
+    bounds = block_bounds(summary)
+    st.bounds = np.concatenate(bounds) if bounds else np.zeros((0, 2))
+    st.window = model.window
+
+
+def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
+    """Add a batch to a stream whose summary is still exact; False when it is not (any more).
+
+    While the rows held (less those of a window's leaving batch, plus the
+    batch's) stay within the size at which ``fit`` keeps the exact summary
+    (:func:`~daskdepth.fitting.update.stays_exact`), the batch's rows (small:
+    they are brought here) are added to the sorted projections, which stay
+    exact (error bound 0, the depths of the union bit for bit).  Otherwise the
+    exact summary is converted to leaves planned on all the rows it holds,
+    aiming below the leaf limit (:func:`~daskdepth.fitting.update.convert_exact`),
+    its base keys are fixed, and False is returned: the batch is then counted
+    into those leaves as any later batch.  A window needs the summary's rows
+    (``summary_.rows``, kept for fewer features than directions) to drop a
+    batch: without them the summary is converted at once.
+    """
+    summary = model.summary_
+    blocks = held_sorted(summary)
+    if blocks is None:
+        return False
+    if int(model.n_batches_) <= 1:  # the window is adopted until the second batch
+        st.window = model.window
+    _check_window(model, st)
+    window = model.window
+    tol = float(model.tol)
+    d = int(model.n_features_in_)
+    m = int(summary.directions.shape[0])
+    held = np.asarray(model.batch_rows_, dtype=np.int64)
+    leaving = max(0, held.size + 1 - window) if window is not None else 0
+    dropped = int(held[:leaving].sum())
+    rows_in = float(data.array.shape[0])
+    k = sample_rows(d)
+    if (np.isfinite(rows_in) and (window is None or summary.rows is not None)
+            and stays_exact(int(summary.n) - dropped + int(rows_in), d, m, tol)):
+        x = np.asarray(data.array.compute(), dtype=np.float64).reshape(-1, d)
+        finite = np.isfinite(x).all(axis=1)
+        n_bad = int((~finite).sum())
+        if n_bad and model.nan_policy == "raise":
+            raise ValueError(nan_rows_message(n_bad, np.flatnonzero(~finite)[:MAX_BAD_ROWS]))
+        batch = np.ascontiguousarray(x[finite])
+        if batch.shape[0] == 0:
+            raise ValueError(f"X has no finite rows (all {n_bad} hold NaN or inf): there "
+                             "is nothing to add; pass a batch with finite rows")
+        new = exact_summary(summary, blocks, batch, dropped)
+        model.summary_ = new
+        model.n_samples_fit_ = int(new.n)
+        model.n_batches_ = int(model.n_batches_) + 1
+        model.batch_rows_ = np.append(held[leaving:], np.int64(batch.shape[0]))
+        st.sample = (bottom_rows(new.rows, k) if new.rows is not None
+                     else merge_samples([st.sample, bottom_rows(batch, k)], k))
+        refresh(model, tokenize(model._fit_token, data.array.name, fresh_token()))
+        return True
+    if window is not None and summary.rows is not None:
+        ends = np.cumsum(held)
+        batches = [summary.rows[a:b] for a, b in zip(ends - held, ends, strict=True)]
+        new, history = convert_exact(summary, tol, batches)
+        assert history is not None
+        st.history = history
+        st.history_rows = [int(r) for r in held]
+        st.history_samples = [bottom_rows(r, k) for r in batches]
+        st.sample = merge_samples(st.history_samples, k)
+        _fix_bounds(model, st, new)
+        return False
+    new, _ = convert_exact(summary, tol)
+    _fix_bounds(model, st, new)
+    if window is not None:  # without rows: the stream holds its first batch only
+        st.history = [base_counts(new, _split_bounds(new, st.bounds))]
+        st.history_rows = [int(new.n)]
+        st.history_samples = [st.sample]
+    return False
 
 
 def _split_bounds(summary: DepthSummary, bounds: np.ndarray) -> list[np.ndarray]:
@@ -165,6 +258,9 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
             f"X has {data.n_features} features, but {name} is expecting "
             f"{model.n_features_in_} features as input; partial_fit takes batches with the "
             "columns of the first fit")
+    st = _stream_state(model)
+    if st.bounds is None and _exact_batch(model, st, data):
+        return
     st = _started(model)
     _check_window(model, st)
     summary = model.summary_
@@ -423,6 +519,9 @@ def merge(models: Any) -> Any:
                     f"daskdepth.merge: model {i} has another {what} ({attr}) than model 0: "
                     "models merge only when fitted in one frame; start them from one "
                     "template (daskdepth.template(model)) and add their rows with partial_fit")
+    exact = [_exact_blocks(model) for model in models]
+    if all(blocks is not None for blocks in exact):
+        return _merge_exact(models, exact)  # type: ignore[arg-type]
     held = [_local_leaves(model) for model in models]
     blocks0, bounds0 = held[0]
     bases0 = [base_state(b, first.summary_.n, bounds0[b.j0:b.j1]) for b in blocks0]
@@ -463,6 +562,71 @@ def merge(models: Any) -> Any:
     out._stream = StreamState(bounds0.copy(),
                               merge_samples(samples, sample_rows(first.n_features_in_)) if samples
                               else RowSample.empty(first.n_features_in_))
+    out.__dict__.pop("_bound_warned", None)
+    out.__dict__["verbose"] = first.verbose
+    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
+    refresh(out, token, "daskdepth.merge")
+    return out
+
+
+def _exact_blocks(model: Any) -> list[BlockSorted] | None:
+    """A stream's (or fitted model's) exact blocks, held here; None once it holds leaves."""
+    st = model.__dict__.get("_stream")
+    if st is not None and st.bounds is not None:
+        return None
+    return held_sorted(model.summary_)
+
+
+def _merge_exact(models: list[Any], exact: list[list[BlockSorted]]) -> Any:
+    """:func:`merge` of models whose summaries are all exact: the exact summary of the union.
+
+    The sorted projections of the union are those of all the models' rows,
+    whatever the order (rebuilt from the rows when every model holds them, the
+    values merged otherwise); past the size at which ``fit`` keeps an exact
+    summary, the union is converted to leaves as a stream is
+    (:func:`~daskdepth.fitting.update.convert_exact`).
+    """
+    first = models[0]
+    ranges = [(b.j0, b.j1) for b in exact[0]]
+    for i, blocks in enumerate(exact[1:], 1):
+        if [(b.j0, b.j1) for b in blocks] != ranges:
+            raise ValueError(f"daskdepth.merge: model {i} has other direction blocks than "
+                             "model 0; start each from daskdepth.template(model)")
+    summary = first.summary_
+    location, directions = summary.location, summary.directions
+    n = int(sum(int(m.summary_.n) for m in models))
+    d = int(first.n_features_in_)
+    k = sample_rows(d)
+    rows = None
+    if all(m.summary_.rows is not None for m in models):
+        rows = np.ascontiguousarray(np.concatenate([m.summary_.rows for m in models]))
+        union = DepthSummary(location, directions,
+                             rebuild_sorted(rows, location, directions, ranges), n, rows=rows)
+    else:
+        union = DepthSummary(location, directions, [
+            BlockSorted(j0, j1, np.ascontiguousarray(np.sort(np.concatenate(
+                [blocks[b].values for blocks in exact], axis=1), axis=1)))
+            for b, (j0, j1) in enumerate(ranges)], n)
+    bounds = None
+    tol = float(first.tol)
+    if not stays_exact(n, d, int(directions.shape[0]), tol):
+        union, _ = convert_exact(union, tol)
+        parts = block_bounds(union)
+        bounds = np.concatenate(parts) if parts else np.zeros((0, 2))
+    out = copy.copy(first)
+    out.__dict__ = dict(first.__dict__)
+    out.summary_ = union
+    out.n_samples_fit_ = n
+    out.n_batches_ = int(sum(int(m.__dict__.get("n_batches_", 1)) for m in models))
+    out.batch_rows_ = np.concatenate([
+        np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
+        for m in models])
+    if rows is not None:
+        sample = bottom_rows(rows, k)
+    else:
+        samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
+        sample = merge_samples(samples, k) if samples else RowSample.empty(d)
+    out._stream = StreamState(bounds, sample)  # type: ignore[arg-type]
     out.__dict__.pop("_bound_warned", None)
     out.__dict__["verbose"] = first.verbose
     token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())

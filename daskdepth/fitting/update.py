@@ -29,16 +29,19 @@ from ..passes.leaves import BlockTask, histogram_graph
 from ..runtime.client import active_client
 from ..runtime.graph import reduce_chunks, row_blocks
 from ..runtime.keys import fresh_token, key_name
+from ..runtime.memory import prefer_sorted
 from ..runtime.placement import on_worker
 from ..runtime.plan import pass_plan
 from ..runtime.shards import realize, share
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
-from ..summary.sorted import BlockSorted
+from ..summary.rows import prepare_rows
+from ..summary.sorted import BlockSorted, rebuild_sorted
 from ..summary.streaming import (
     BatchCounts,
     RowSample,
+    base_keys,
     base_state,
     batch_counts,
     bottom_rows,
@@ -47,8 +50,10 @@ from ..summary.streaming import (
     merge_samples,
     merged_ext,
     sample_rows,
+    stream_block,
     updated_block,
 )
+from .fit import pilot_sample_size
 from .summaries import leaf_cap
 
 
@@ -93,7 +98,7 @@ def scan_graph(x: da.Array, token: str) -> Any:
                          starts=starts)
 
 
-def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
+def sorted_to_leaves(block: BlockSorted, tol: float, aim: float | None = None) -> BlockLeaves:
     """Leaves with exact counts of a block of sorted projections, each within ``tol``.
 
     What the in-memory fit plans when it keeps leaves (each direction's sorted
@@ -101,6 +106,10 @@ def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
     ``n`` rows, atoms apart, light neighbours merged), so that batches can be
     counted into them: a small first fit's exact summary is converted once,
     before its first batch is added (its bound becomes at most ``tol``).
+    ``aim`` (default: the leaf limit) is the most rows a leaf that is not an
+    atom is planned to hold: a stream converted to leaves aims below the limit
+    (:func:`convert_exact`), so that later batches of the same distribution
+    keep the bound near ``tol``.
 
     Examples
     --------
@@ -113,7 +122,7 @@ def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
     """
     values = block.values
     mb, n = values.shape
-    cap = leaf_cap(n, tol)
+    cap = leaf_cap(n, tol) if aim is None else aim
     nodes = np.zeros(n, dtype=np.int64)
     whole = (np.array([-np.inf]), np.array([np.inf]))
     cuts, counts = [], []
@@ -128,6 +137,132 @@ def sorted_to_leaves(block: BlockSorted, tol: float) -> BlockLeaves:
     planned = BlockLeaves.planned(block.j0, block.j1, cptr, np.concatenate(cuts))
     # the counts stay (see daskdepth.summary.streaming.stream_block): the next batch adds to them
     return planned.finished(LeafCounts(np.concatenate(counts), ext), cap)
+
+
+#: Rows a leaf that is not an atom holds when a stream's exact summary is converted to
+#: leaves (:func:`convert_exact`).
+CONVERT_AIM = 1.0
+
+
+def stays_exact(n: int, d: int, m: int, tol: float) -> bool:
+    """Whether ``fit`` on ``n`` rows would keep the exact summary (sorted projections).
+
+    The rule of :func:`daskdepth.fitting.fit.fit_depth`: the row sample is
+    every row (at most :func:`~daskdepth.fitting.fit.pilot_sample_size` rows)
+    and the sorted projections take no more memory than the leaves
+    (:func:`~daskdepth.runtime.memory.prefer_sorted`).  A stream keeps its
+    summary exact while the rows it holds stay within this size.
+
+    Examples
+    --------
+    >>> stays_exact(30_000, 5, 50, 1e-4), stays_exact(40_000, 5, 50, 1e-4)
+    (True, False)
+    """
+    return 1 <= n <= pilot_sample_size(d, tol) and prefer_sorted(m, n, tol)
+
+
+def held_sorted(summary: DepthSummary) -> list[BlockSorted] | None:
+    """The summary's blocks, held here, when they are all sorted projections (else None).
+
+    Blocks kept on a cluster are asked for their kind where they are, and
+    brought here only when sorted (an exact summary is small).
+    """
+    handles = [b for b in summary.blocks if is_handle(b)]
+    if handles:
+        kinds = _fetch(handles, _is_sorted, [()] * len(handles), tokenize(fresh_token()),
+                       "kinds")
+        if not all(kinds):
+            return None
+    blocks = [b.load() if is_handle(b) else b for b in summary.blocks]
+    if not blocks or not all(isinstance(b, BlockSorted) for b in blocks):
+        return None
+    return blocks
+
+
+def exact_summary(summary: DepthSummary, blocks: list[BlockSorted], add: np.ndarray,
+                  drop: int = 0) -> DepthSummary:
+    """The exact summary of the rows of ``summary`` less its first ``drop`` and plus ``add``.
+
+    With the reference rows (``summary.rows``) the blocks are rebuilt from the
+    rows kept and added (:func:`~daskdepth.summary.sorted.rebuild_sorted`, the
+    kernels of the exact fit: the same bits as ``fit``'s exact summary of
+    those rows in this frame); without them (``drop`` must then be 0) the
+    added rows' sorted projections are merged into each direction's values.
+    Either way the values are the sorted projections of the union, whatever
+    the order in which rows came.
+    """
+    location, directions = summary.location, summary.directions
+    add = np.ascontiguousarray(add, dtype=np.float64).reshape(-1, directions.shape[1])
+    ranges = [(b.j0, b.j1) for b in blocks]
+    if summary.rows is not None:
+        rows = np.ascontiguousarray(np.concatenate([summary.rows[drop:], add]))
+        new = rebuild_sorted(rows, location, directions, ranges)
+        return DepthSummary(location, directions, new, int(rows.shape[0]), rows=rows)
+    if drop:
+        raise ValueError("an exact summary without its rows cannot drop rows")
+    added = rebuild_sorted(add, location, directions, ranges)
+    new = [BlockSorted(b.j0, b.j1, np.ascontiguousarray(
+        np.sort(np.concatenate([b.values, a.values], axis=1), axis=1)))
+        for b, a in zip(blocks, added, strict=True)]
+    return DepthSummary(location, directions, new, summary.n + int(add.shape[0]))
+
+
+def convert_exact(summary: DepthSummary, tol: float, batches: list[np.ndarray] | None = None
+                  ) -> tuple[DepthSummary, list[list[BatchCounts]] | None]:
+    """An exact summary converted to leaves for a stream that outgrows it.
+
+    The leaves are planned on all the rows the summary holds (its sorted
+    projections), each leaf that is not an atom holding at most
+    :data:`CONVERT_AIM` row (the leaf limit at this size is about 6 rows: a
+    stream outgrows its exact summary at about ``3 / tol`` rows,
+    :func:`~daskdepth.runtime.memory.prefer_sorted`).  Later batches of the
+    same distribution fall into a leaf in proportion to the probability
+    between its keys, which for leaves cut around few rows varies a lot (the
+    spacings of the sample): leaves at the limit (6 rows) let the bound of a
+    stationary stream grow to about 3 x ``tol`` after 50 batches of a sixth
+    of the rows each, leaves of 2 rows to about 2 x ``tol``, leaves of one
+    row keep it near 1.7 x ``tol`` (AI-IRW, 5 features, 50 directions).  The
+    leaves then take about three times the bytes of the sorted projections.
+
+    Blocks kept on a cluster are converted where they are.  With ``batches``
+    (a window: the held rows of each batch, oldest first, adding up to the
+    summary's rows) each batch's base-leaf counts are counted too (brought
+    here), and the blocks are made from their sum
+    (:func:`~daskdepth.summary.streaming.stream_block`), as a window's
+    updates make them.
+    """
+    n = int(summary.n)
+    aim = min(float(leaf_cap(n, tol)), CONVERT_AIM)
+    token = tokenize(fresh_token())
+    blocks = list(summary.blocks)
+    leaves = _map_blocks(blocks, sorted_to_leaves, [(tol, aim)] * len(blocks), n, token,
+                         "leaves")
+    if batches is None:
+        return DepthSummary(summary.location, summary.directions, leaves, n), None
+    history: list[list[BatchCounts]] = []
+    for i, rows in enumerate(batches):
+        rows = np.ascontiguousarray(rows, dtype=np.float64)
+        history.append(_fetch(leaves, _count_rows, [
+            (rows, summary.location, np.ascontiguousarray(summary.directions[b.j0:b.j1]))
+            for b in blocks], token, f"count{i}"))
+    args = [(np.sum([batch[b].counts for batch in history], axis=0),
+             merged_ext([batch[b].ext for batch in history], block.mb))
+            for b, block in enumerate(blocks)]
+    out = _map_blocks(leaves, _summed_block, args, n, token, "summed")
+    return DepthSummary(summary.location, summary.directions, out, n), history
+
+
+def _count_rows(block: BlockLeaves, rows: np.ndarray, location: np.ndarray,
+                v: np.ndarray) -> BatchCounts:
+    """The base-leaf counts of ``rows`` in a freshly converted block (its keys are its base)."""
+    prepared = prepare_rows(rows, location, keep_inverse=False)
+    part = block.accumulate(prepared, v, LeafCounts.empty(block.n_leaves, block.mb))
+    return batch_counts(block, part, key_bounds(block))
+
+
+def _summed_block(block: BlockLeaves, counts: np.ndarray, ext: np.ndarray) -> BlockLeaves:
+    base_cptr, base_cuts = base_keys(block, key_bounds(block))
+    return stream_block(block.j0, block.j1, base_cptr, base_cuts, counts, ext)
 
 
 def _as_leaves(block: Any, tol: float) -> BlockLeaves:
