@@ -674,11 +674,19 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     return on, ov, ow
 
 
-@kernel
-def score_block(proj, valid, router, lut, out):
-    """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row).
+#: What :func:`score_tiles` does with each tabulated value ``v`` of a row: add it
+#: (IRW depths: the mean over directions), add it and its square (the spread over
+#: directions), or keep the smallest (the halfspace depth: the minimum).
+ADD, ADD_SQUARES, LOWER = 0, 1, 2
 
-    Tiled as :func:`count_block`; each row's values are added in direction order.
+
+@kernel
+def score_tiles(proj, valid, router, lut, out, out_sq, mode):
+    """Route every row on the block's directions and fold the tabulated values into ``out``.
+
+    Tiled as :func:`count_block`; each row's values are folded in direction
+    order.  ``mode`` (:data:`ADD`, :data:`ADD_SQUARES`, :data:`LOWER`) is tested
+    once per direction, outside the row loop.
     """
     lptr = router.lptr
     groups = router.groups
@@ -698,9 +706,26 @@ def score_block(proj, valid, router, lut, out):
                     route_values(pb[q], m, direction_grid(router, jj), router.keys,
                                  router.table[jj], lbuf)
                     l0 = lptr[jj]
-                    for s in range(m):
-                        out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
+                    if mode == ADD:
+                        for s in range(m):
+                            out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
+                    elif mode == ADD_SQUARES:
+                        for s in range(m):
+                            v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                            out[t0 + s] += v
+                            out_sq[t0 + s] += v * v
+                    else:
+                        for s in range(m):
+                            v = np.float64(lut[l0 + np.int64(lbuf[s])])
+                            if v < out[t0 + s]:
+                                out[t0 + s] = v
                 j += g
+
+
+@kernel
+def score_block(proj, valid, router, lut, out):
+    """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
+    score_tiles(proj, valid, router, lut, out, out, ADD)
 
 
 @kernel
@@ -710,29 +735,7 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     The sums of squares give each point's spread over directions (its Monte
     Carlo standard error).
     """
-    lptr = router.lptr
-    groups = router.groups
-    nr = valid.size
-    xt, pb, lbuf, rows = tile_buffers(proj)
-    for gi in range(groups.size - 1):
-        for t0 in range(0, nr, rows):
-            m = min(rows, nr - t0)
-            if not proj.direct:
-                load_tile(proj.X, valid, t0, m, xt)
-            j = groups[gi]
-            while j < groups[gi + 1]:
-                g = tile_step(groups, gi, j)
-                project_tile(proj, valid, xt, j, g, t0, m, pb)
-                for q in range(g):
-                    jj = j + q
-                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
-                                 router.table[jj], lbuf)
-                    l0 = lptr[jj]
-                    for s in range(m):
-                        v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                        out[t0 + s] += v
-                        out_sq[t0 + s] += v * v
-                j += g
+    score_tiles(proj, valid, router, lut, out, out_sq, ADD_SQUARES)
 
 
 @kernel
@@ -742,26 +745,4 @@ def score_block_min(proj, valid, router, lut, out):
     The halfspace (Tukey) depth takes the minimum over directions where IRW
     depths take the mean.
     """
-    lptr = router.lptr
-    groups = router.groups
-    nr = valid.size
-    xt, pb, lbuf, rows = tile_buffers(proj)
-    for gi in range(groups.size - 1):
-        for t0 in range(0, nr, rows):
-            m = min(rows, nr - t0)
-            if not proj.direct:
-                load_tile(proj.X, valid, t0, m, xt)
-            j = groups[gi]
-            while j < groups[gi + 1]:
-                g = tile_step(groups, gi, j)
-                project_tile(proj, valid, xt, j, g, t0, m, pb)
-                for q in range(g):
-                    jj = j + q
-                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
-                                 router.table[jj], lbuf)
-                    l0 = lptr[jj]
-                    for s in range(m):
-                        v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                        if v < out[t0 + s]:
-                            out[t0 + s] = v
-                j += g
+    score_tiles(proj, valid, router, lut, out, out, LOWER)
