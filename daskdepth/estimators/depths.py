@@ -67,10 +67,15 @@ class LeafDepth(DepthDetector):
         fall in few of the first fit's leaves (drift), and a
         :class:`daskdepth.StreamBoundWarning` says so (once per model) when
         it passes twice ``tol``: ``fit`` on recent data brings it back to
-        ``tol``.  A first fit small enough to be exact (sorted projections) is
-        converted to leaves with exact counts within ``tol`` at the second
-        call; blocks updated by ``partial_fit`` keep their leaf counts (4 bytes
-        per leaf up to 2**23 rows, 8 beyond), which the next batch adds to.
+        ``tol``.  A first fit small enough to be exact (sorted projections)
+        stays exact while the rows held stay within the size at which ``fit``
+        keeps sorted projections (about ``3 / tol`` rows): each batch's rows
+        are added to them (``error_bound_`` 0, the depths of the union), and
+        past that size the summary is converted once to leaves planned on all
+        the rows held (the streaming page of the documentation states the
+        bound of such a stream on stationary data); blocks updated by
+        ``partial_fit`` keep their leaf counts (4 bytes per leaf up to 2**23
+        rows, 8 beyond), which the next batch adds to.
         ``offset_`` is recomputed after every batch: the
         ``contamination`` quantile of the depths, under the updated summary,
         of a content-keyed sample of at most 4,096 of the rows the model

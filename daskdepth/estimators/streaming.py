@@ -20,6 +20,7 @@ import numpy as np
 from dask.base import tokenize
 
 from ..errors import MAX_BAD_ROWS, StreamBoundWarning, nan_rows_message, user_stacklevel
+from ..fitting.fit import pilot_sample_size
 from ..fitting.offset import offset_depths
 from ..fitting.update import (
     BatchScan,
@@ -332,9 +333,17 @@ def refresh(model: Any, token: str, who: str = "partial_fit") -> None:
         warnings.warn(
             f"{who}: the certified depth error bound is now {model.error_bound_:.3g}, "
             f"above its budget of {BOUND_BUDGET:g} x tol = {budget:.3g}: the new rows fall in "
-            "few of the leaves fitted on the first batch (the data drift away from it). The "
-            "depths stay within the bound; to bring it back to tol, fit a model on recent "
-            "data (fit)", StreamBoundWarning, stacklevel=user_stacklevel())
+            "few of the leaves fitted when the stream started (the data drift away from "
+            "them; on data that do not drift, those leaves were planned on too few rows to "
+            f"resolve tol: fewer than about {_resolving_rows(model):,}). The depths stay "
+            "within the bound; to bring it back to tol, fit a model on recent data (fit), "
+            "on at least that many rows for a long stream", StreamBoundWarning,
+            stacklevel=user_stacklevel())
+
+
+def _resolving_rows(model: Any) -> int:
+    """Rows a first fit plans its leaves on when its row sample is every row (16 / tol)."""
+    return int(pilot_sample_size(int(model.n_features_in_), float(model.tol)))
 
 
 def _sum_counts(parts: list[BatchCounts]) -> BatchCounts:
