@@ -23,6 +23,7 @@ from ..errors import MAX_BAD_ROWS, StreamBoundWarning, nan_rows_message, user_st
 from ..fitting.fit import pilot_sample_size
 from ..fitting.offset import offset_depths
 from ..fitting.update import (
+    STREAM_FILL,
     BatchScan,
     add_batch,
     base_counts,
@@ -42,7 +43,7 @@ from ..runtime.keys import fresh_token
 from ..runtime.progress import show_phases
 from ..summary.blocks import is_handle
 from ..summary.depth import DepthSummary
-from ..summary.leaves import BlockLeaves
+from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.sorted import BlockSorted, rebuild_sorted
 from ..summary.streaming import (
     BatchCounts,
@@ -347,13 +348,9 @@ def _resolving_rows(model: Any) -> int:
 
 
 def _sum_counts(parts: list[BatchCounts]) -> BatchCounts:
-    counts = parts[0].counts.copy()
-    ext = parts[0].ext.copy()
-    for p in parts[1:]:
-        counts += p.counts
-        np.minimum(ext[:, 0], p.ext[:, 0], out=ext[:, 0])
-        np.maximum(ext[:, 1], p.ext[:, 1], out=ext[:, 1])
-    return BatchCounts(counts, ext)
+    """The batches' counts summed, their extremes merged (:meth:`LeafCounts.merged`)."""
+    merged = LeafCounts.merged(parts)  # type: ignore[arg-type]  # the same two fields
+    return BatchCounts(merged.counts, merged.ext)
 
 
 # ---------------------------------------------------------------- templates and merging
@@ -646,7 +643,11 @@ def _merge_exact(models: list[Any], exact: list[list[BlockSorted]]) -> Any:
 def first_batch(model: Any, X: Any, sample_dim: Any) -> None:
     """The first ``partial_fit`` of an unfitted model: ``fit``, then the stream's state."""
     model._validate_params()
-    with show_phases(model._progress_label(), model.verbose):
-        data = model._fit(X, sample_dim)
+    model._stream_fill = STREAM_FILL  # read by the fit of a leaf depth, this fit only
+    try:
+        with show_phases(model._progress_label(), model.verbose):
+            data = model._fit(X, sample_dim)
+    finally:
+        model.__dict__.pop("_stream_fill", None)
     model.offset_ = float(np.percentile(model._sample_depth, 100 * model.contamination))
     start(model, data)

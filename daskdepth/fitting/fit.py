@@ -198,7 +198,8 @@ def fit_frame(x: da.Array, *, depth: str, n_directions: int | str | None, covari
 def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covariance: object,
               tol: float, rng: np.random.RandomState, nan_policy: str,
               frame: str = "correlation", whiten: bool | None = None,
-              statistic: Statistic = MEAN, overfull: float = 1.0) -> FittedDepth:
+              statistic: Statistic = MEAN, overfull: float = 1.0,
+              fill: float = 1.0) -> FittedDepth:
     """Fit location, covariance, directions and summaries on the rows of ``x``.
 
     :func:`fit_frame`, then the leaf summaries
@@ -210,6 +211,8 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
     summaries bring down to ``tol``.  ``overfull`` above 1 makes the pilot
     leaves too heavy on purpose, so that the refinement runs
     (:func:`daskdepth.fitting.summaries.pilot_aim`; the warm-up's miniature fit).
+    ``fill`` below 1 (the first batch of a stream) plans and merges the leaves
+    to that fraction of the row limit (:func:`~daskdepth.fitting.summaries.build_summary`).
     """
     n_total, d = x.shape
     whiten = depth == "ai-irw" if whiten is None else bool(whiten)
@@ -238,7 +241,7 @@ def fit_depth(x: da.Array, *, depth: str, n_directions: int | str | None, covari
         x, location, directions, mom.sample, mom.n, tol, token,
         block_size=min(block, MAX_DIRECTIONS_PER_BLOCK), exact=exact, statistic=statistic,
         wave_directions=lambda: directions_per_wave(pilot_bytes, free=free_worker_memory()),
-        shard=shard, source=fr.source, overfull=overfull)
+        shard=shard, source=fr.source, overfull=overfull, fill=fill)
     # The in-sample totals the exact path counts are sums over directions (the mean).
     if info.in_sample is not None and statistic.name == MEAN.name:
         in_sample = summary.depth_of_totals(info.in_sample)

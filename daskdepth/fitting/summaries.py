@@ -96,7 +96,7 @@ def leaf_cap(n: int, tol: float) -> int:
 
 
 def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
-                 tol: float, overfull: float = 1.0) -> BlockLeaves:
+                 tol: float, overfull: float = 1.0, fill: float = 1.0) -> BlockLeaves:
     """Leaf keys of one direction block planned from a row sample (in memory).
 
     Each direction's sorted sampled projections are cut greedily into leaves of
@@ -106,13 +106,16 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
     projected :data:`PILOT_GROUP` at a time for rows of :data:`PILOT_GROUP_MIN_D`
     features or more (one read of the sample for the group), one at a time
     otherwise, and sorted one at a time, so the working set stays a few
-    sample-sized vectors.  ``overfull`` as for :func:`pilot_aim`.
+    sample-sized vectors.  ``overfull`` as for :func:`pilot_aim`.  ``fill``
+    (a stream's first fit, :data:`daskdepth.fitting.update.STREAM_FILL`) scales
+    the planned size and, for an exact cut, the merge limit of light leaves:
+    leaves hold about that fraction of the row limit (1: ``fit``'s leaves).
     """
     s, d = sample_c.shape
     mb = j1 - j0
     exact = s == n
     cap = leaf_cap(n, tol)
-    target = float(cap if exact else pilot_aim(cap, overfull))
+    target = float(cap if exact else pilot_aim(cap, overfull)) * fill
     scale = n / s
     group = PILOT_GROUP if d >= PILOT_GROUP_MIN_D else 1
     # The same bits as the routing kernels (atoms' keys must match exactly).
@@ -138,14 +141,14 @@ def pilot_leaves(sample_c: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
         return BlockLeaves.build(j0, j1, cptr, np.concatenate(cuts))
     # Cuts only: finishing builds the routing structure once, for the final keys.
     planned = BlockLeaves.planned(j0, j1, cptr, np.concatenate(cuts))
-    return planned.finished(LeafCounts(np.concatenate(counts), ext), cap)
+    return planned.finished(LeafCounts(np.concatenate(counts), ext), cap * fill)
 
 
 def _pilot_task(columns: np.ndarray, v: np.ndarray, j0: int, j1: int, n: int,
-                tol: float, overfull: float = 1.0) -> BlockLeaves:
+                tol: float, overfull: float = 1.0, fill: float = 1.0) -> BlockLeaves:
     # The sample is shared transposed (features x rows, C order): its transpose is
     # the row view pilot_leaves takes, which it projects without a copy.
-    block = pilot_leaves(columns.T, v, j0, j1, n, tol, overfull)
+    block = pilot_leaves(columns.T, v, j0, j1, n, tol, overfull, fill)
     if isinstance(block, BlockLeaves) and block.lut is not None:  # exact: fitted
         return block.without_counts()
     return block
@@ -168,7 +171,7 @@ SPARE_FLOOR = 0.5
 
 
 def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int,
-                 spare: bool = False) -> BlockLeaves:
+                 spare: bool = False, merge: float | None = None) -> BlockLeaves:
     """Coalesce light neighbouring leaves, then tabulate the scores from exact counts.
 
     The leaf counts are kept only when a direction still has a leaf heavier
@@ -182,19 +185,21 @@ def finish_block(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int,
     meets ``tol`` without a refinement pass (:func:`refine_plan` finds nothing
     to split).  It only adds leaves; when no limit down to :data:`SPARE_FLOOR`
     of ``cap`` makes room, the block is finished at ``cap`` and refined.
+    ``merge`` (a stream's first fit) merges light leaves only up to that many
+    rows, below ``cap`` (default ``cap``).
     """
-    out = _checked(leaves.finished(counts, cap), n)
+    out = _checked(leaves.finished(counts, cap if merge is None else merge), n)
     if spare and out.heavy(cap):
-        out = _spared(leaves, counts, cap, n, out)
+        out = _spared(leaves, counts, cap, n, out, cap if merge is None else min(cap, merge))
     return out if out.heavy(cap) else out.without_counts()
 
 
 def _spared(leaves: BlockLeaves, counts: LeafCounts, cap: int, n: int,
-            out: BlockLeaves) -> BlockLeaves:
+            out: BlockLeaves, start: float) -> BlockLeaves:
     """``leaves`` finished at the highest merge limit found that keeps the sum of its
-    directions' worst leaves within ``cap`` each (``out``, finished at ``cap``, if none)."""
+    directions' worst leaves within ``cap`` each (``out``, finished at ``start``, if none)."""
     budget = float(cap) * out.mb
-    limit = float(cap)
+    limit = float(start)
     tried = out
     for _ in range(SPARE_TRIES):
         worst = tried.worst
@@ -331,7 +336,8 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                   wave_directions: Callable[[], int] | None = None,
                   shard: bool = True,
                   source: Any = None,
-                  overfull: float = 1.0) -> tuple[DepthSummary, FitInfo]:
+                  overfull: float = 1.0,
+                  fill: float = 1.0) -> tuple[DepthSummary, FitInfo]:
     """Leaf summaries of the projections of the ``n`` finite rows of ``x``.
 
     ``sample`` holds finite rows of ``x``; when it has all ``n`` of them the
@@ -359,7 +365,9 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
     is (:func:`~daskdepth.passes.moments.sample_columns`, which releases it).
     ``overfull``: the pilot leaves aim at that many times their usual size
     (:func:`pilot_aim`), so that the refinement runs; the bound still meets
-    ``tol``, only the passes differ.
+    ``tol``, only the passes differ.  ``fill`` below 1 (a stream's first fit)
+    plans and merges the leaves to about that fraction of the row limit
+    (:func:`pilot_leaves`, :func:`finish_block`'s ``merge``).
     """
     ranges = direction_blocks(directions.shape[0], block_size)
     if source is not None and active_client() is not None:
@@ -377,7 +385,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
                 FitInfo(0, in_sample))
     if sample.shape[0] == n:
         blocks = pilot_phase(columns, directions, ranges, n, tol, token, exact=True,
-                             keep=shard)
+                             keep=shard, fill=fill)
         return assemble_summary(location, directions, blocks, n, tol, statistic), FitInfo(0)
     # The chunks' reads are found once (a walk of x's graph), for every wave and the refinement.
     reads = chunk_reads(x) if shard and active_client() is not None else None
@@ -395,9 +403,9 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
         wave_token = f"{token}.{w}" if w else token
         pilots = pilot_phase(columns, directions, [ranges[b] for b in wave], n, tol,
                              wave_token, place=(wave, len(ranges)), keep=shard,
-                             overfull=overfull)
+                             overfull=overfull, fill=fill)
         done.update(zip(wave, histogram_phase(x, location, shared, pilots, n, tol, wave_token,
-                                              statistic),
+                                              statistic, fill),
                         strict=True))
         del pilots  # the pilot leaves of this wave are released before the next is planned
         w += 1
@@ -415,7 +423,7 @@ def build_summary(x: da.Array, location: np.ndarray, directions: np.ndarray,
 def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, int]],
                 n: int, tol: float, token: str, exact: bool = False,
                 place: tuple[list[int], int] | None = None, keep: bool = True,
-                overfull: float = 1.0) -> list[Any]:
+                overfull: float = 1.0, fill: float = 1.0) -> list[Any]:
     """Leaves of every block planned from the row sample, one task per block.
 
     ``columns``: the graph key of the centred row sample, transposed.  ``exact``:
@@ -424,11 +432,11 @@ def pilot_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
     there; ``place`` is ``(indices, total)`` for a wave of the blocks ``indices``
     of ``total``, spread as if all were planned at once (even shares per worker).
     Without ``keep`` they come back here (:func:`~daskdepth.runtime.shards.realize`).
-    ``overfull`` as for :func:`pilot_aim`.
+    ``overfull`` as for :func:`pilot_aim`, ``fill`` as for :func:`pilot_leaves`.
     """
     pilots = [
         delayed(_pilot_task, pure=True)(columns, np.ascontiguousarray(directions[j0:j1]),
-                                        j0, j1, n, tol, overfull,
+                                        j0, j1, n, tol, overfull, fill,
                                         dask_key_name=(key_name("pilot", token), b))
         for b, (j0, j1) in enumerate(ranges)
     ]
@@ -480,13 +488,14 @@ def exact_phase(columns: Any, directions: np.ndarray, ranges: list[tuple[int, in
 
 def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: list[Any],
                     n: int, tol: float, token: str,
-                    statistic: Statistic = MEAN) -> list[Any]:
+                    statistic: Statistic = MEAN, fill: float = 1.0) -> list[Any]:
     """One pass counting the rows of every leaf exactly, then the finished leaves.
 
     The finished leaves replace ``blocks`` (on a cluster each pilot block is
     freed once its finished block is computed): the caller drops them.  For
     the mean over directions (``statistic``), a block with leaves left too
     heavy by sampling noise makes room for them (``spare``, :func:`finish_block`).
+    ``fill`` below 1 merges light leaves only up to that fraction of the row limit.
     """
     spare = statistic.name == MEAN.name
     with pass_plan(blocks, token, x, shared.reads, "histogram") as plan:
@@ -495,11 +504,12 @@ def histogram_phase(x: da.Array, location: np.ndarray, shared: Shared, blocks: l
                                                                          strict=True)],
                                token=token, plan=plan, reads=shared.reads)
         cap = leaf_cap(n, tol)
+        merge = None if fill == 1.0 else fill * cap
         finished = []
         for i, (ref, out) in enumerate(zip(plan.refs, outs, strict=True)):
             with on_worker(plan.homes[i]):
                 finished.append(delayed(finish_block, pure=True)(
-                    ref, out, cap, n, spare, dask_key_name=(key_name("build", token), i)))
+                    ref, out, cap, n, spare, merge, dask_key_name=(key_name("build", token), i)))
         return realize(finished, n, key_name("build", token, "meta"),
                        keep=plan.kept, replaces=blocks)
 

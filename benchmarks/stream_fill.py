@@ -1,0 +1,58 @@
+"""The error bound of a stationary stream against the fill of its first fit's leaves.
+
+Usage: ``python benchmarks/stream_fill.py [--directions M] [--batches B] FILL ...``
+(``FILL`` 1 is ``fit``'s leaves, filled up to the row limit).  The stream of
+issue 36: AIIRW(tol=1e-4), 5 correlated Gaussian features, a first
+``partial_fit`` of 50,000 rows (``--first``), then batches of 10,000 rows of the same
+distribution; prints the bound (in units of tol) after 1, 9, 20 and 50 batches
+and the leaves per direction of the first fit.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+import daskdepth
+from daskdepth.estimators import streaming
+
+
+def run(fill: float, m: int | None, batches: int, first: int = 50_000) -> None:
+    streaming.STREAM_FILL = fill
+    rng = np.random.default_rng(0)
+    a = np.eye(5) + 0.4 * rng.normal(size=(5, 5))
+    kw = {} if m is None else {"n_directions": m}
+    model = daskdepth.AIIRW(random_state=0, **kw)
+    t0 = time.process_time()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.partial_fit(rng.normal(size=(first, 5)) @ a.T)
+        leaves = sum(b.n_leaves for b in model.summary_.blocks) / model.n_directions_
+        out = {0: model.error_bound_ / model.tol}
+        for b in range(1, batches + 1):
+            model.partial_fit(rng.normal(size=(10_000, 5)) @ a.T)
+            if b in (1, 9, 20, 50) or b == batches:
+                out[b] = model.error_bound_ / model.tol
+    warned = any(issubclass(w.category, daskdepth.StreamBoundWarning) for w in caught)
+    print(f"fill={fill:<5g} first={first:,} m={model.n_directions_:<4d} "
+          f"leaves/direction={leaves:8.0f} "
+          + " ".join(f"after {b}: {v:.2f}" for b, v in out.items())
+          + f" (x tol) warned={warned} cpu={time.process_time() - t0:.0f}s", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("fills", type=float, nargs="+")
+    parser.add_argument("--directions", type=int, default=None)
+    parser.add_argument("--batches", type=int, default=50)
+    parser.add_argument("--first", type=int, default=50_000, help="rows of the first batch")
+    args = parser.parse_args()
+    for fill in args.fills:
+        run(fill, args.directions, args.batches, args.first)
+
+
+if __name__ == "__main__":
+    main()
