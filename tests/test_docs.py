@@ -86,7 +86,7 @@ def test_readme_quick_start_commands_parse():
     commands = [line.split("#")[0].split() for block in
                 _blocks(_section(README.read_text(), "Quick start"), "bash")
                 for line in block.strip().splitlines()]
-    assert [c[1] for c in commands] == ["score", "fit", "apply", "info"]
+    assert [c[1] for c in commands] == ["score", "fit", "apply", "drift", "update", "info"]
     for command in commands:
         assert parse_command_line(command[1:]).command == command[1]
 
