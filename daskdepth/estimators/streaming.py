@@ -479,15 +479,15 @@ def merge(models: Any) -> Any:
     --------
     >>> import numpy as np, daskdepth
     >>> rng = np.random.default_rng(1)
-    >>> start = daskdepth.template(daskdepth.AIIRW(n_directions=30, tol=0.01,
-    ...                                            random_state=0).fit(rng.normal(size=(3000, 3))))
-    >>> days = [daskdepth.template(start).partial_fit(rng.normal(size=(400, 3)))
+    >>> first = daskdepth.AIIRW(n_directions=30, tol=0.01, random_state=0)
+    >>> start = daskdepth.template(first.partial_fit(rng.normal(size=(3000, 3))))
+    >>> days = [daskdepth.template(start).partial_fit(rng.normal(size=(1000, 3)))
     ...         for _ in range(3)]
     >>> a = daskdepth.merge([daskdepth.merge(days[:2]), days[2]])
     >>> b = daskdepth.merge([days[2], daskdepth.merge([days[1], days[0]])])
     >>> X = rng.normal(size=(5, 3))
     >>> bool((a.score_samples(X) == b.score_samples(X)).all()), a.n_samples_fit_
-    (True, 1200)
+    (True, 3000)
     """
     models = list(models)
     if not models:
