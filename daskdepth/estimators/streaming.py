@@ -97,17 +97,12 @@ def _started(model: Any) -> StreamState:
     if st.bounds is None:
         summary = leaf_summary(model.summary_, float(model.tol))
         if summary is not model.summary_:
-            model.summary_ = summary
-            model.error_bound_ = model._error_bound(summary)
-            model._train_depth = model._train_token = None
-            model._fit_token = tokenize(model._fit_token, "leaves")
-        bounds = block_bounds(summary)
-        st.bounds = np.concatenate(bounds) if bounds else np.zeros((0, 2))
+            _adopt(model, summary)
+        bounds = _fix_base(model, st, summary)
         if model.window is not None:
             st.history = [base_counts(summary, bounds)]
             st.history_rows = [int(summary.n)]
             st.history_samples = [st.sample]
-        st.window = model.window
     return st
 
 
@@ -123,15 +118,26 @@ def _stream_state(model: Any) -> StreamState:
     return st
 
 
-def _fix_bounds(model: Any, st: StreamState, summary: DepthSummary) -> None:
-    """The leaf summary a stream converted to: its base keys fixed, the attributes that follow."""
+def _adopt(model: Any, summary: DepthSummary) -> None:
+    """The model's summary becomes ``summary`` (converted to leaves), with what follows it."""
     model.summary_ = summary
     model.error_bound_ = model._error_bound(summary)
     model._train_depth = model._train_token = None
     model._fit_token = tokenize(model._fit_token, "leaves")
+
+
+def _fix_base(model: Any, st: StreamState, summary: DepthSummary) -> list[np.ndarray]:
+    """Fix the stream's base keys (and window) from ``summary``'s blocks; their bounds per block."""
     bounds = block_bounds(summary)
     st.bounds = np.concatenate(bounds) if bounds else np.zeros((0, 2))
     st.window = model.window
+    return bounds
+
+
+def _fix_bounds(model: Any, st: StreamState, summary: DepthSummary) -> None:
+    """The leaf summary a stream converted to: its base keys fixed, the attributes that follow."""
+    _adopt(model, summary)
+    _fix_base(model, st, summary)
 
 
 def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:

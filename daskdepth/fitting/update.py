@@ -285,6 +285,16 @@ def _bounds_of(block: Any) -> np.ndarray:
     return key_bounds(block)
 
 
+def _block_tasks(plan: Any, fn: Any, args: list[tuple], token: str, verb: str) -> list[Any]:
+    """One task ``fn(block, *args[b])`` per block of ``plan``, on the worker that holds it."""
+    tasks = []
+    for b, ref in enumerate(plan.refs):
+        with on_worker(plan.homes[b]):
+            tasks.append(delayed(fn, pure=True)(
+                ref, *args[b], dask_key_name=(key_name("feed", token, verb), b)))
+    return tasks
+
+
 def _map_blocks(blocks: list[Any], fn: Any, args: list[tuple], n: int, token: str,
                 verb: str = "stream") -> list[Any]:
     """``fn(block, *args[b])`` for every block, where the block is; the results replace them.
@@ -295,11 +305,7 @@ def _map_blocks(blocks: list[Any], fn: Any, args: list[tuple], n: int, token: st
     if not any(is_handle(b) for b in blocks):
         return [fn(b, *a) for b, a in zip(blocks, args, strict=True)]
     with pass_plan(blocks, f"{token}.{verb}") as plan:
-        tasks = []
-        for b, ref in enumerate(plan.refs):
-            with on_worker(plan.homes[b]):
-                tasks.append(delayed(fn, pure=True)(
-                    ref, *args[b], dask_key_name=(key_name("feed", token, verb), b)))
+        tasks = _block_tasks(plan, fn, args, token, verb)
         return realize(tasks, n, key_name("feed", token, verb, "meta"), keep=plan.kept)
 
 
@@ -308,11 +314,7 @@ def _fetch(blocks: list[Any], fn: Any, args: list[tuple], token: str, verb: str)
     if not any(is_handle(b) for b in blocks):
         return [fn(b, *a) for b, a in zip(blocks, args, strict=True)]
     with pass_plan(blocks, f"{token}.{verb}") as plan:
-        tasks = []
-        for b, ref in enumerate(plan.refs):
-            with on_worker(plan.homes[b]):
-                tasks.append(delayed(fn, pure=True)(
-                    ref, *args[b], dask_key_name=(key_name("feed", token, verb), b)))
+        tasks = _block_tasks(plan, fn, args, token, verb)
         client = active_client()
         if client is None:
             return list(dask.compute(*tasks))
