@@ -200,3 +200,21 @@ def test_apply_with_an_option_the_model_lacks_is_a_usage_error(tmp_path, capsys)
     err = capsys.readouterr().err
     assert status == 2 and "--std does not apply to this projection model" in err, err
     assert not (tmp_path / "o.zarr").exists()
+
+
+def test_fit_overwrite_waits_for_an_update_that_holds_the_model(tmp_path, saved, capsys):
+    """``fit --overwrite`` takes the update lock while saving: never a model replaced mid-update."""
+    _, path = saved
+    new = _store(tmp_path / "b.zarr", _rows(300, 2))
+    before = read_attributes(path)["checksum"]
+    fit = ["fit", new, "--model", path, "--overwrite", "--depth", "irw", "--n-directions",
+           "12", "--tol", str(TOL), "--seed", "0", "--scheduler", "sync"]
+    with ExclusiveLock(path):  # an update holds the model
+        assert main(fit) == EXIT_BUSY
+        err = capsys.readouterr().err
+        assert "is being updated by another job" in err and "--wait SECONDS" in err
+        assert main([*fit, "--wait", "0.3"]) == EXIT_BUSY
+    assert read_attributes(path)["checksum"] == before  # nothing saved
+    assert not [p for p in tmp_path.iterdir() if LOCK_MARK in p.name]
+    assert main(fit) == 0  # released: the refit is saved
+    assert daskdepth.load(path).n_samples_fit_ == 300

@@ -358,7 +358,7 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
                 "contamination_given": args.contamination is not None, "seed": seed}
     metadata.update(input_attrs(source))
     model._check_loadable()  # what could not be loaded back is refused before any file
-    target = save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
+    target = _save_fitted(model, args, metadata)
     flags = (f"; 'apply' flags outliers below its offset {model.offset_:.4g} (contamination "
              f"{model.contamination:g})" if args.contamination is not None else
              "; no contamination given, so 'apply' writes outlier flags only with "
@@ -367,6 +367,26 @@ def cmd_fit(args: argparse.Namespace, ui: UI, argv: Sequence[str]) -> int:
               f"{model.n_samples_fit_:,} rows to {target} ({elapsed:.1f} s, error bound "
               f"{model.error_bound_:.3g}){flags}")
     return 0
+
+
+def _save_fitted(model: DepthDetector, args: argparse.Namespace,
+                 metadata: dict[str, Any]) -> Path:
+    """Save a model ``fit`` made; a local MODEL is held as ``update`` holds it.
+
+    ``fit --overwrite`` replaces a model that ``daskdepth update`` may be
+    reading, changing and writing back at the same moment: holding the same
+    lock (:class:`~daskdepth.storage.atomic.ExclusiveLock`) while saving makes
+    the two run one after the other, so that neither's model is replaced
+    under the other (an update that held the model first is waited for
+    ``--wait`` seconds, then the fit exits with status 3, saving nothing).
+    """
+    if is_url(args.model):
+        return save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
+    try:
+        with ExclusiveLock(args.model, wait=args.wait):
+            return save_model(model, args.model, overwrite=args.overwrite, metadata=metadata)
+    except StoreBusyError as exc:
+        raise ModelBusyError(str(exc)) from None
 
 
 # --------------------------------------------------------------------------- apply

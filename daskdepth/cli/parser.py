@@ -327,6 +327,10 @@ def build_parser() -> argparse.ArgumentParser:
                         "with its threshold, so that 'apply' writes 'outlier' flags "
                         "(default: none, and 'apply' writes flags only when given "
                         "--contamination)")
+    p.add_argument("--wait", type=_argument(float, "a number of seconds >= 0", _non_negative),
+                   metavar="SECONDS", default=0.0,
+                   help="when 'daskdepth update' holds MODEL, wait this long for it before "
+                        "exiting with status 3 without saving (default: 0, exit at once)")
 
     p = sub.add_parser("apply", parents=[common, debug, cluster, source, scoring],
                        help="score INPUT with a saved model",
