@@ -16,6 +16,7 @@ import copy
 import warnings
 from typing import Any
 
+import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
@@ -33,6 +34,8 @@ from ..fitting.update import (
     exact_summary,
     held_sorted,
     leaf_summary,
+    replan_rows,
+    row_limit,
     scan_graph,
     sorted_to_leaves,
     stays_exact,
@@ -67,6 +70,12 @@ BOUND_BUDGET = 2.0
 #: :func:`~daskdepth.summary.streaming.history_bytes`): a larger window is refused at its
 #: first batch.
 WINDOW_MAX_BYTES = 4 * 2**30
+
+#: A stream that holds its rows (:attr:`~daskdepth.summary.streaming.StreamState.rows`)
+#: plans its leaves again on all of them when, after a batch, ``error_bound_`` passes
+#: this many times ``tol`` (three quarters of :data:`BOUND_BUDGET`): leaves planned on
+#: fewer rows than the stream now holds resolve it less and less.
+REPLAN_BOUND = 1.5
 
 
 def _seed_sample(model: Any, x: Any) -> RowSample:
@@ -171,17 +180,13 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
     dropped = int(held[:leaving].sum())
     rows_in = float(data.array.shape[0])
     k = sample_rows(d)
+    # past the exact size, the rows are held (as rows) while the batch keeps them within
+    # the row limit, so that the leaves can be planned again on all of them
+    hold = (summary.rows is not None and np.isfinite(rows_in)
+            and int(summary.n) - dropped + int(rows_in) <= row_limit(d, tol))
     if (np.isfinite(rows_in) and (window is None or summary.rows is not None)
             and stays_exact(int(summary.n) - dropped + int(rows_in), d, m, tol)):
-        x = np.asarray(data.array.compute(), dtype=np.float64).reshape(-1, d)
-        finite = np.isfinite(x).all(axis=1)
-        n_bad = int((~finite).sum())
-        if n_bad and model.nan_policy == "raise":
-            raise ValueError(nan_rows_message(n_bad, np.flatnonzero(~finite)[:MAX_BAD_ROWS]))
-        batch = np.ascontiguousarray(x[finite])
-        if batch.shape[0] == 0:
-            raise ValueError(f"X has no finite rows (all {n_bad} hold NaN or inf): there "
-                             "is nothing to add; pass a batch with finite rows")
+        batch = _finite_rows(model, data)
         new = exact_summary(summary, blocks, batch, dropped)
         model.summary_ = new
         model.n_samples_fit_ = int(new.n)
@@ -201,14 +206,70 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
         st.history_samples = [bottom_rows(r, k) for r in batches]
         st.sample = merge_samples(st.history_samples, k)
         _fix_bounds(model, st, new)
+        st.rows = summary.rows if hold else None
         return False
     new, _ = convert_exact(summary, tol)
     _fix_bounds(model, st, new)
+    st.rows = summary.rows if hold else None
     if window is not None:  # without rows: the stream holds its first batch only
         st.history = [base_counts(new, _split_bounds(new, st.bounds))]
         st.history_rows = [int(new.n)]
         st.history_samples = [st.sample]
     return False
+
+
+def _finite_rows(model: Any, data: Any) -> np.ndarray:
+    """The batch's finite rows, brought here (a batch small enough to be held)."""
+    d = int(model.n_features_in_)
+    x = np.asarray(data.array.compute(), dtype=np.float64).reshape(-1, d)
+    finite = np.isfinite(x).all(axis=1)
+    n_bad = int((~finite).sum())
+    if n_bad and model.nan_policy == "raise":
+        raise ValueError(nan_rows_message(n_bad, np.flatnonzero(~finite)[:MAX_BAD_ROWS]))
+    batch = np.ascontiguousarray(x[finite])
+    if batch.shape[0] == 0:
+        raise ValueError(f"X has no finite rows (all {n_bad} hold NaN or inf): there "
+                         "is nothing to add; pass a batch with finite rows")
+    return batch
+
+
+def _replan(model: Any, st: StreamState) -> None:
+    """Plan the leaves of a stream that holds its rows again, on all of them.
+
+    :func:`~daskdepth.fitting.update.replan_rows` at :data:`STREAM_FILL` of the
+    row limit (what a first ``partial_fit`` of those rows plans, exact
+    counts); the base keys become the new leaves' and, with a window, each
+    held batch's counts are counted again.
+    """
+    batches = None
+    if model.window is not None:
+        ends = np.cumsum(np.asarray(st.history_rows, dtype=np.int64))
+        batches = [st.rows[a:b] for a, b in zip(ends - st.history_rows, ends, strict=True)]
+    new, history = replan_rows(model.summary_, st.rows, float(model.tol), STREAM_FILL,
+                               model._statistic, batches)
+    _fix_bounds(model, st, new)
+    model.n_samples_fit_ = int(new.n)
+    if history is not None:
+        st.history = history
+
+
+def _release_rows(model: Any, st: StreamState, leaving: int) -> None:
+    """A batch would take the rows held past the row limit: plan on them a last time.
+
+    The window's leaving batches are dropped first (their rows, counts and
+    samples); the leaves are planned again on the rows kept
+    (:func:`_replan`) and the rows are no longer held.
+    """
+    if leaving:
+        dropped = int(sum(st.history_rows[:leaving]))
+        st.rows = st.rows[dropped:]
+        st.history = st.history[leaving:]
+        st.history_rows = st.history_rows[leaving:]
+        st.history_samples = st.history_samples[leaving:]
+        st.sample = merge_samples(st.history_samples, sample_rows(model.n_features_in_))
+        model.batch_rows_ = np.asarray(model.batch_rows_, dtype=np.int64)[leaving:]
+    _replan(model, st)
+    st.rows = None
 
 
 def _split_bounds(summary: DepthSummary, bounds: np.ndarray) -> list[np.ndarray]:
@@ -271,9 +332,20 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
         return
     st = _started(model)
     _check_window(model, st)
+    window = model.window
+    tol = float(model.tol)
+    held = None  # the batch's rows, when the stream goes on holding its rows
+    if st.rows is not None:
+        leaving = max(0, len(st.history) + 1 - window) if window is not None else 0
+        kept = st.rows.shape[0] - int(sum(st.history_rows[:leaving]))
+        rows_in = float(data.array.shape[0])
+        if np.isfinite(rows_in) and kept + int(rows_in) <= row_limit(model.n_features_in_,
+                                                                      tol):
+            held = _finite_rows(model, data)
+        else:
+            _release_rows(model, st, leaving)
     summary = model.summary_
     bounds = _split_bounds(summary, st.bounds)
-    window = model.window
     drops = exts = None
     dropped_rows = 0
     leaving = 0
@@ -294,7 +366,9 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
                              "is nothing to add; pass a batch with finite rows")
 
     token = tokenize(model._fit_token, data.array.name, fresh_token())
-    done = add_batch(data.array, summary, bounds, check=check,
+    x = data.array if held is None else da.from_array(held, chunks=(
+        data.array.chunks[0][0] if data.array.chunks[0] else 1, held.shape[1]))
+    done = add_batch(x, summary, bounds, check=check,
                      keep_counts=window is not None, drops=drops, dropped_rows=dropped_rows,
                      exts=exts, token=token)
     rows = int(done.scan.n)
@@ -313,6 +387,10 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
         st.sample = merge_samples([st.sample, done.scan.sample],
                                   sample_rows(model.n_features_in_))
     model.batch_rows_ = batch_rows
+    if held is not None:
+        st.rows = np.concatenate([st.rows[dropped_rows:], held])
+        if float(model._error_bound(model.summary_)) > REPLAN_BOUND * tol:
+            _replan(model, st)
     refresh(model, token)
 
 
@@ -638,7 +716,8 @@ def _merge_exact(models: list[Any], exact: list[list[BlockSorted]]) -> Any:
     else:
         samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
         sample = merge_samples(samples, k) if samples else RowSample.empty(d)
-    out._stream = StreamState(bounds, sample)  # type: ignore[arg-type]
+    held = rows if bounds is not None and n <= row_limit(d, tol) else None
+    out._stream = StreamState(bounds, sample, rows=held)  # type: ignore[arg-type]
     out.__dict__.pop("_bound_warned", None)
     out.__dict__["verbose"] = first.verbose
     token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())

@@ -38,6 +38,7 @@ from ..summary.depth import DepthSummary
 from ..summary.leaves import BlockLeaves, LeafCounts
 from ..summary.rows import prepare_rows
 from ..summary.sorted import BlockSorted, rebuild_sorted
+from ..summary.statistics import Statistic
 from ..summary.streaming import (
     BatchCounts,
     RowSample,
@@ -54,7 +55,7 @@ from ..summary.streaming import (
     updated_block,
 )
 from .fit import pilot_sample_size
-from .summaries import leaf_cap
+from .summaries import build_summary, leaf_cap
 
 
 @dataclass
@@ -251,6 +252,20 @@ def convert_exact(summary: DepthSummary, tol: float, batches: list[np.ndarray] |
                          "leaves")
     if batches is None:
         return DepthSummary(summary.location, summary.directions, leaves, n), None
+    return _with_history(summary, leaves, batches, token)
+
+
+def _with_history(summary: DepthSummary, leaves: list[Any], batches: list[np.ndarray],
+                  token: str) -> tuple[DepthSummary, list[list[BatchCounts]]]:
+    """Freshly planned ``leaves`` (of ``summary``'s frame) with each batch's base counts.
+
+    A window's history: the rows of each batch (oldest first, adding up to
+    the leaves' rows) counted into the leaves (brought here), and the blocks
+    made from their sum (:func:`~daskdepth.summary.streaming.stream_block`),
+    as a window's updates make them.
+    """
+    n = int(sum(int(r.shape[0]) for r in batches))
+    blocks = list(leaves)
     history: list[list[BatchCounts]] = []
     for i, rows in enumerate(batches):
         rows = np.ascontiguousarray(rows, dtype=np.float64)
@@ -262,6 +277,52 @@ def convert_exact(summary: DepthSummary, tol: float, batches: list[np.ndarray] |
             for b, block in enumerate(blocks)]
     out = _map_blocks(leaves, _summed_block, args, n, token, "summed")
     return DepthSummary(summary.location, summary.directions, out, n), history
+
+
+def row_limit(d: int, tol: float) -> int:
+    """The most rows a stream holds besides its summary (``pilot_sample_size(d, tol)``).
+
+    A stream started small holds its rows once its exact summary is converted
+    to leaves, up to the rows a first fit plans its leaves on when its sample
+    is every row (about ``16 / tol``, at most
+    :data:`~daskdepth.fitting.fit.SAMPLE_BYTES` of them), so that its leaves can
+    be planned again on all of them (:func:`replan_rows`).
+
+    Examples
+    --------
+    >>> row_limit(5, 1e-4), row_limit(5, 1e-5)
+    (160000, 1048576)
+    """
+    return int(pilot_sample_size(int(d), float(tol)))
+
+
+def replan_rows(summary: DepthSummary, rows: np.ndarray, tol: float, fill: float,
+                statistic: Statistic, batches: list[np.ndarray] | None = None
+                ) -> tuple[DepthSummary, list[list[BatchCounts]] | None]:
+    """Leaves planned again on all the ``rows`` a stream holds, in ``summary``'s frame.
+
+    What the first ``partial_fit`` of those rows would plan
+    (:func:`~daskdepth.fitting.summaries.build_summary` with every row in its
+    sample: each direction's sorted projections cut into leaves of ``fill``
+    of the row limit, exact counts), with ``summary``'s location, directions
+    and direction blocks; the blocks stay on a cluster when ``summary``'s are
+    kept there.  A function of the rows only (not of their order or
+    batches).  With ``batches`` (a window: the rows of each kept batch, oldest
+    first, adding up to ``rows``), each batch's base counts too, as
+    :func:`convert_exact` counts them.
+    """
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    n = int(rows.shape[0])
+    token = tokenize(fresh_token())
+    blocks = list(summary.blocks)
+    size = max(int(b.j1 - b.j0) for b in blocks)
+    shard = any(is_handle(b) for b in blocks)
+    x = da.from_array(rows, chunks=(max(n, 1), rows.shape[1]))  # not read: the sample is x
+    new, _ = build_summary(x, summary.location, summary.directions, rows, n, tol, token,
+                           block_size=size, statistic=statistic, shard=shard, fill=fill)
+    if batches is None:
+        return new, None
+    return _with_history(new, list(new.blocks), batches, token)
 
 
 def _count_rows(block: BlockLeaves, rows: np.ndarray, location: np.ndarray,

@@ -24,7 +24,14 @@ from ..estimators import ESTIMATORS
 from ..storage.codec import corrupted, malformed
 from ..storage.modelformat import read_model
 from ..summary.mass import MassSummary
-from ..summary.streaming import STREAM_SAMPLE, BatchCounts, RowSample, StreamState
+from ..summary.streaming import (
+    STREAM_SAMPLE,
+    BatchCounts,
+    RowSample,
+    StreamState,
+    bottom_rows,
+    sample_rows,
+)
 
 #: How far (in share of the training depths) ``offset_`` may lie from the
 #: ``contamination`` quantile of the kept training depths: ``fit_predict`` takes
@@ -254,6 +261,27 @@ def _check_sample(sample: Any, name: str, d: int, rows: int) -> None:
         raise ValueError(f"{name} holds rows that are not finite")
 
 
+def _check_held_rows(st: StreamState, n: int, d: int) -> None:
+    """A stream's held rows (``StreamState.rows``, when it holds them): all its ``n`` rows.
+
+    ``n x d`` finite float64, only with base keys (an exact summary holds its
+    rows itself), and the rows its row sample is drawn from.
+    """
+    rows = getattr(st, "rows", None)
+    if rows is None:
+        return
+    if not (isinstance(rows, np.ndarray) and rows.dtype == np.float64
+            and rows.shape == (n, d)):
+        raise ValueError(f"the stream's held rows are not {n} x {d} float64 rows (its "
+                         "n_samples_fit_ rows of n_features_in_ features)")
+    if st.bounds is None:
+        raise ValueError("the stream holds rows before its base keys are fixed")
+    if not np.isfinite(rows).all():
+        raise ValueError("the stream's held rows are not all finite")
+    if not np.array_equal(bottom_rows(rows, sample_rows(d)).keys, st.sample.keys):
+        raise ValueError("the stream's row sample is not drawn from its held rows")
+
+
 def _check_stream(model: Any, n: int, d: int, m: int) -> None:
     """The state of a model that follows a stream (``partial_fit``), when it has one.
 
@@ -297,6 +325,7 @@ def _check_stream(model: Any, n: int, d: int, m: int) -> None:
             raise ValueError(f"the stream's base key bounds are not {m} finite pairs "
                              "(first <= last)")
     _check_sample(st.sample, "the stream's row sample", d, n)
+    _check_held_rows(st, n, d)
     if st.window != window:
         raise ValueError(f"the stream's window {st.window!r} is not the model's {window!r}")
     history = [st.history, st.history_rows, st.history_samples]

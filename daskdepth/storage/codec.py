@@ -49,6 +49,9 @@ MODEL_CLASSES: dict[str, type] = {f"{c.__module__}:{c.__qualname__}": c
 #: value a store written before them gets (its class record lacks them).
 #: ``DepthSummary.rows`` (format 5): the reference rows its sorted blocks are rebuilt from.
 ADDED_FIELDS: dict[str, dict[str, Any]] = {f"{DepthSummary.__module__}:DepthSummary":
+                                           {"rows": None},
+                                           # a stream's held rows (format 7, added in it)
+                                           f"{StreamState.__module__}:StreamState":
                                            {"rows": None}}
 #: Array dtypes a model may hold (what the writer stores: booleans, integers, floats).
 ARRAY_KINDS = "biuf"

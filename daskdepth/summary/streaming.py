@@ -103,7 +103,12 @@ class StreamState:
     per direction block, ``history_rows`` its finite rows and
     ``history_samples`` its own row sample: ``8`` bytes per base leaf, ``16``
     per direction and at most :func:`sample_rows` rows of ``8 (d + 1)`` bytes per
-    batch (:func:`history_bytes`).
+    batch (:func:`history_bytes`).  ``rows``: the rows the summary holds,
+    ``(n, d)`` float64 in batch order (oldest first), kept by a stream that
+    started small from the conversion of its exact summary to leaves until
+    they would pass the rows a first fit plans its leaves on
+    (:func:`daskdepth.fitting.update.row_limit`, about ``16 / tol``), so
+    that its leaves can be planned again on all of them; None otherwise.
     """
 
     bounds: np.ndarray
@@ -112,6 +117,7 @@ class StreamState:
     history: list[list[BatchCounts]] = field(default_factory=list)
     history_rows: list[int] = field(default_factory=list)
     history_samples: list[RowSample] = field(default_factory=list)
+    rows: np.ndarray | None = None
 
 
 def history_bytes(n_leaves: int, m: int, d: int) -> int:
