@@ -21,7 +21,7 @@ import numpy as np
 from dask.base import tokenize
 
 from ..errors import MAX_BAD_ROWS, StreamBoundWarning, nan_rows_message, user_stacklevel
-from ..fitting.fit import pilot_sample_size
+from ..fitting.fit import SAMPLE_PER_LEAF, pilot_sample_size
 from ..fitting.offset import offset_depths
 from ..fitting.update import (
     STREAM_FILL,
@@ -415,15 +415,49 @@ def refresh(model: Any, token: str, who: str = "partial_fit") -> None:
     budget = BOUND_BUDGET * float(model.tol)
     if model.error_bound_ > budget and not model.__dict__.get("_bound_warned", False):
         model._bound_warned = True
-        warnings.warn(
-            f"{who}: the certified depth error bound is now {model.error_bound_:.3g}, "
-            f"above its budget of {BOUND_BUDGET:g} x tol = {budget:.3g}: the new rows fall in "
-            "few of the leaves fitted when the stream started (the data drift away from "
-            "them; on data that do not drift, those leaves were planned on too few rows to "
-            f"resolve tol: fewer than about {_resolving_rows(model):,}). The depths stay "
-            "within the bound; to bring it back to tol, fit a model on recent data (fit), "
-            "on at least that many rows for a long stream", StreamBoundWarning,
-            stacklevel=user_stacklevel())
+        warnings.warn(_bound_message(model, who, budget), StreamBoundWarning,
+                      stacklevel=user_stacklevel())
+
+
+def _bound_message(model: Any, who: str, budget: float) -> str:
+    """Why the bound passed its budget, and the fixes.
+
+    A model that holds fewer rows (a window's, or all) than leaves at ``tol``
+    need (:func:`_needed_rows`, about ``16 / tol``) counts few rows per leaf:
+    the bound, set by each direction's fullest leaf, is then moved by
+    counting noise alone, whatever the leaves.  Otherwise the new rows fall
+    in few of the stream's first leaves (drift), or those were planned on
+    too few rows.
+    """
+    head = (f"{who}: the certified depth error bound is now {model.error_bound_:.3g}, "
+            f"above its budget of {BOUND_BUDGET:g} x tol = {budget:.3g}")
+    n = int(model.n_samples_fit_)
+    needed = _needed_rows(model)
+    if n < needed:
+        held = (f"the window of {model.window} batches holds {n:,} rows"
+                if model.window is not None else f"the model holds {n:,} rows")
+        fixes = ("a longer window (window=) or a larger tol" if model.window is not None
+                 else "more rows (fit or partial_fit at least that many) or a larger tol")
+        return (f"{head}: {held}, fewer than about {needed:,} that tol={float(model.tol):g} "
+                "needs, so counting noise alone moves the bound (each leaf holds few rows, "
+                "and the bound is set by the fullest ones), even on data that do not drift. "
+                f"The depths stay within the bound; to bring it back, use {fixes}")
+    return (f"{head}: the new rows fall in few of the leaves fitted when the stream started "
+            "(the data drift away from them; on data that do not drift, those leaves were "
+            f"planned on too few rows to resolve tol: fewer than about "
+            f"{_resolving_rows(model):,}). The depths stay within the bound; to bring it "
+            "back to tol, fit a model on recent data (fit), on at least that many rows for a "
+            "long stream")
+
+
+def _needed_rows(model: Any) -> int:
+    """Rows leaves at the model's ``tol`` need to count their rows well: ``16 / tol``.
+
+    :data:`~daskdepth.fitting.fit.SAMPLE_PER_LEAF` rows per ``tol`` of the
+    rows, what a fit's row sample takes to size its leaves.
+    """
+    tol = float(model.tol)
+    return int(min(np.ceil(SAMPLE_PER_LEAF / tol), 2.0**62)) if tol > 0 else 0
 
 
 def _resolving_rows(model: Any) -> int:
