@@ -34,6 +34,7 @@ from ..fitting.update import (
     exact_summary,
     held_sorted,
     leaf_summary,
+    leaf_total,
     replan_rows,
     row_limit,
     scan_graph,
@@ -288,8 +289,7 @@ def _check_window(model: Any, st: StreamState) -> None:
             "daskdepth.template(model)")
     if model.window is None:
         return
-    leaves = sum(int(getattr(b, "n_leaves", 0)) for b in model.summary_.blocks
-                 if not is_handle(b))
+    leaves = leaf_total(model.summary_)  # blocks kept on a cluster too, asked where they are
     per_batch = history_bytes(leaves, model.n_directions_, model.n_features_in_)
     if model.window * per_batch > WINDOW_MAX_BYTES:
         raise ValueError(

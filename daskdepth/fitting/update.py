@@ -401,6 +401,25 @@ def _is_sorted(block: Any) -> bool:
     return isinstance(block, BlockSorted)
 
 
+def leaf_total(summary: DepthSummary) -> int:
+    """The leaves of all the blocks of ``summary`` (0 for blocks of sorted projections).
+
+    Blocks kept on a cluster are asked where they are: one integer each comes
+    back, not their leaves.
+    """
+    blocks = list(summary.blocks)
+    total = sum(_n_leaves(b) for b in blocks if not is_handle(b))
+    handles = [b for b in blocks if is_handle(b)]
+    if handles:
+        total += sum(_fetch(handles, _n_leaves, [()] * len(handles), tokenize(fresh_token()),
+                            "nleaves"))
+    return int(total)
+
+
+def _n_leaves(block: Any) -> int:
+    return int(getattr(block, "n_leaves", 0))
+
+
 def block_bounds(summary: DepthSummary) -> list[np.ndarray]:
     """The base bounds (first and last key per direction) of every block of a leaf summary."""
     token = tokenize(fresh_token())
