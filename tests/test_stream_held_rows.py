@@ -182,3 +182,39 @@ def test_a_format_7_store_without_held_rows_still_loads(tmp_path):
     assert _state(loaded, q) == _state(model, q)
     extra = _batches(1, rows=300, seed=7)[0]
     assert _state(loaded.partial_fit(extra), q) == _state(model.partial_fit(extra), q)
+
+
+def test_a_window_on_wide_data_holds_its_rows_and_stays_exact(tmp_path):
+    """As many features as directions: the exact summary keeps no rows; the window's state does.
+
+    Before, a window whose exact summary did not keep its rows (``d >= m``)
+    was converted to leaves of one row at its second batch: on stationary
+    data its bound reached 4.7 x tol (IRW, 10 features, 8 directions,
+    tol=1e-3, window=3 of 1,000 rows), where the stream without a window
+    stays at 1.3 x tol.  Now the stream holds the rows itself, and the window
+    stays exact while its rows stay within the exact size.
+    """
+    rng = np.random.default_rng(8)
+    batches = [rng.normal(size=(1000, 10)) for _ in range(8)]
+    points = rng.normal(size=(50, 10))
+    model = daskdepth.IRW(n_directions=8, tol=TOL, random_state=0, window=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", daskdepth.StreamBoundWarning)
+        for i, batch in enumerate(batches, 1):
+            model.partial_fit(batch)
+            kept = np.concatenate(batches[max(0, i - 3):i])
+            st = model._stream
+            assert st.bounds is None and model.error_bound_ == 0.0
+            np.testing.assert_allclose(
+                model.score_samples(points),
+                exact_depth(kept, points, model.location_, model.directions_), rtol=0,
+                atol=1e-12)
+            assert model.summary_.rows is None
+            if i == 4:
+                loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+                assert _state(loaded, points) == _state(model, points)
+    np.testing.assert_array_equal(model._stream.rows, np.concatenate(batches[-3:]))
+    loaded.partial_fit(batches[4]).partial_fit(batches[5])
+    for batch in batches[6:]:
+        loaded.partial_fit(batch)
+    assert _state(loaded, points) == _state(model, points)

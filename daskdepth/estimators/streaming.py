@@ -88,7 +88,24 @@ def _seed_sample(model: Any, x: Any) -> RowSample:
 
 
 def start(model: Any, data: Any) -> None:
-    """After the first ``partial_fit`` (a fit of ``data``): the stream's row sample and counters."""
+    """After the first ``partial_fit`` (a fit of ``data``): the stream's row sample and counters.
+
+    A window whose first fit kept an exact summary without its rows (as many
+    features as directions or more: the sorted projections are the smaller)
+    holds the batch's rows in the stream's state instead, so that the window
+    can drop them later while the summary stays exact.
+    """
+    summary = model.summary_
+    if (model.window is not None and summary.rows is None
+            and all(isinstance(b, BlockSorted) for b in summary.blocks)):
+        rows = _finite_rows(model, data)
+        if rows.shape[0] == int(model.n_samples_fit_):
+            model._stream = StreamState(None,  # type: ignore[arg-type]
+                                        bottom_rows(rows, sample_rows(rows.shape[1])),
+                                        window=model.window, rows=rows)
+            model.n_batches_ = 1
+            model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+            return
     model._stream = StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
                                 window=model.window)
     model.n_batches_ = 1
@@ -183,23 +200,33 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
     k = sample_rows(d)
     # past the exact size, the rows are held (as rows) while the batch keeps them within
     # the row limit, so that the leaves can be planned again on all of them
-    hold = (summary.rows is not None and np.isfinite(rows_in)
+    # (a window's exact summary without its rows, d >= m, has them in the stream's state)
+    rows = summary.rows if summary.rows is not None else st.rows
+    hold = (rows is not None and np.isfinite(rows_in)
             and int(summary.n) - dropped + int(rows_in) <= row_limit(d, tol))
-    if (np.isfinite(rows_in) and (window is None or summary.rows is not None)
+    if (np.isfinite(rows_in) and (window is None or rows is not None)
             and stays_exact(int(summary.n) - dropped + int(rows_in), d, m, tol)):
         batch = _finite_rows(model, data)
-        new = exact_summary(summary, blocks, batch, dropped)
+        if summary.rows is None and st.rows is not None:
+            with_rows = DepthSummary(summary.location, summary.directions, blocks,
+                                     summary.n, rows=st.rows)
+            new = exact_summary(with_rows, blocks, batch, dropped)
+            st.rows = new.rows
+            new = DepthSummary(new.location, new.directions, new.blocks, new.n)
+        else:
+            new = exact_summary(summary, blocks, batch, dropped)
         model.summary_ = new
         model.n_samples_fit_ = int(new.n)
         model.n_batches_ = int(model.n_batches_) + 1
         model.batch_rows_ = np.append(held[leaving:], np.int64(batch.shape[0]))
         st.sample = (bottom_rows(new.rows, k) if new.rows is not None
+                     else bottom_rows(st.rows, k) if st.rows is not None
                      else merge_samples([st.sample, bottom_rows(batch, k)], k))
         refresh(model, tokenize(model._fit_token, data.array.name, fresh_token()))
         return True
-    if window is not None and summary.rows is not None:
+    if window is not None and rows is not None:
         ends = np.cumsum(held)
-        batches = [summary.rows[a:b] for a, b in zip(ends - held, ends, strict=True)]
+        batches = [rows[a:b] for a, b in zip(ends - held, ends, strict=True)]
         new, history = convert_exact(summary, tol, batches)
         assert history is not None
         st.history = history
@@ -207,11 +234,11 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
         st.history_samples = [bottom_rows(r, k) for r in batches]
         st.sample = merge_samples(st.history_samples, k)
         _fix_bounds(model, st, new)
-        st.rows = summary.rows if hold else None
+        st.rows = rows if hold else None
         return False
     new, _ = convert_exact(summary, tol)
     _fix_bounds(model, st, new)
-    st.rows = summary.rows if hold else None
+    st.rows = rows if hold else None
     if window is not None:  # without rows: the stream holds its first batch only
         st.history = [base_counts(new, _split_bounds(new, st.bounds))]
         st.history_rows = [int(new.n)]

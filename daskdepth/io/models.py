@@ -261,11 +261,12 @@ def _check_sample(sample: Any, name: str, d: int, rows: int) -> None:
         raise ValueError(f"{name} holds rows that are not finite")
 
 
-def _check_held_rows(st: StreamState, n: int, d: int) -> None:
+def _check_held_rows(st: StreamState, n: int, d: int, summary: Any) -> None:
     """A stream's held rows (``StreamState.rows``, when it holds them): all its ``n`` rows.
 
-    ``n x d`` finite float64, only with base keys (an exact summary holds its
-    rows itself), and the rows its row sample is drawn from.
+    ``n x d`` finite float64, with base keys or with an exact summary that does
+    not hold its rows itself (a window on as many features as directions or
+    more), and the rows its row sample is drawn from.
     """
     rows = getattr(st, "rows", None)
     if rows is None:
@@ -274,8 +275,8 @@ def _check_held_rows(st: StreamState, n: int, d: int) -> None:
             and rows.shape == (n, d)):
         raise ValueError(f"the stream's held rows are not {n} x {d} float64 rows (its "
                          "n_samples_fit_ rows of n_features_in_ features)")
-    if st.bounds is None:
-        raise ValueError("the stream holds rows before its base keys are fixed")
+    if st.bounds is None and getattr(summary, "rows", None) is not None:
+        raise ValueError("the stream holds rows its exact summary holds too")
     if not np.isfinite(rows).all():
         raise ValueError("the stream's held rows are not all finite")
     if not np.array_equal(bottom_rows(rows, sample_rows(d)).keys, st.sample.keys):
@@ -325,7 +326,7 @@ def _check_stream(model: Any, n: int, d: int, m: int) -> None:
             raise ValueError(f"the stream's base key bounds are not {m} finite pairs "
                              "(first <= last)")
     _check_sample(st.sample, "the stream's row sample", d, n)
-    _check_held_rows(st, n, d)
+    _check_held_rows(st, n, d, model.summary_)
     if st.window != window:
         raise ValueError(f"the stream's window {st.window!r} is not the model's {window!r}")
     history = [st.history, st.history_rows, st.history_samples]
