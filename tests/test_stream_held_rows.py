@@ -218,3 +218,18 @@ def test_a_window_on_wide_data_holds_its_rows_and_stays_exact(tmp_path):
     for batch in batches[6:]:
         loaded.partial_fit(batch)
     assert _state(loaded, points) == _state(model, points)
+
+
+def test_a_fitted_model_that_converts_holds_its_rows_with_their_sample(tmp_path):
+    """fit (exact, no row sample yet), then a batch past the exact size: the sample is the rows'."""
+    rng = np.random.default_rng(9)
+    first, batch = rng.normal(size=(2500, 3)), rng.normal(size=(1500, 3))
+    model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0).fit(first)
+    model.partial_fit(batch)
+    st = model._stream
+    assert st.bounds is not None
+    np.testing.assert_array_equal(st.rows, np.concatenate([first, batch]))
+    assert st.sample.size == 4000
+    loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
+    q = rng.normal(size=(40, 3))
+    assert _state(loaded, q) == _state(model, q)

@@ -239,6 +239,8 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
     new, _ = convert_exact(summary, tol)
     _fix_bounds(model, st, new)
     st.rows = rows if hold else None
+    if hold:  # the sample of the rows held (a model fitted by fit had none yet)
+        st.sample = bottom_rows(rows, k)
     if window is not None:  # without rows: the stream holds its first batch only
         st.history = [base_counts(new, _split_bounds(new, st.bounds))]
         st.history_rows = [int(new.n)]
