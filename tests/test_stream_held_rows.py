@@ -233,3 +233,22 @@ def test_a_fitted_model_that_converts_holds_its_rows_with_their_sample(tmp_path)
     loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
     q = rng.normal(size=(40, 3))
     assert _state(loaded, q) == _state(model, q)
+
+
+def test_a_window_of_one_lets_its_rows_go_for_a_batch_past_the_row_limit():
+    """The window keeps none of the held rows: nothing to plan on, the batch replaces them."""
+    rng = np.random.default_rng(10)
+    model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0, window=1)
+    model.partial_fit(rng.normal(size=(2000, 3)))
+    batch = rng.normal(size=(4000, 3))
+    model.partial_fit(batch)  # past the exact size: converted, its rows held
+    np.testing.assert_array_equal(model._stream.rows, batch)
+    big = rng.normal(size=(pilot_sample_size(3, TOL) + 1, 3))
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", daskdepth.StreamBoundWarning)
+        model.partial_fit(big)
+    assert model._stream.rows is None and model.batch_rows_.tolist() == [big.shape[0]]
+    q = rng.normal(size=(50, 3))
+    err = np.abs(model.score_samples(q) - exact_depth(big, q, model.location_,
+                                                      model.directions_))
+    assert err.max() <= model.error_bound_ + 1e-12

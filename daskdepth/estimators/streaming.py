@@ -288,8 +288,12 @@ def _release_rows(model: Any, st: StreamState, leaving: int) -> None:
 
     The window's leaving batches are dropped first (their rows, counts and
     samples); the leaves are planned again on the rows kept
-    (:func:`_replan`) and the rows are no longer held.
+    (:func:`_replan`) and the rows are no longer held.  A window that keeps
+    none of them (``window=1``) lets them go as they are: the batch replaces them.
     """
+    if leaving and int(sum(st.history_rows[leaving:])) == 0:
+        st.rows = None
+        return
     if leaving:
         dropped = int(sum(st.history_rows[:leaving]))
         st.rows = st.rows[dropped:]
@@ -396,7 +400,7 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
 
     token = tokenize(model._fit_token, data.array.name, fresh_token())
     x = data.array if held is None else da.from_array(held, chunks=(
-        data.array.chunks[0][0] if data.array.chunks[0] else 1, held.shape[1]))
+        max(1, int(data.array.chunks[0][0])), held.shape[1]))
     done = add_batch(x, summary, bounds, check=check,
                      keep_counts=window is not None, drops=drops, dropped_rows=dropped_rows,
                      exts=exts, token=token)
