@@ -47,7 +47,9 @@ store is trusted:
 A model that follows a stream (``partial_fit``, format version 7) also holds
 ``n_batches_``, ``batch_rows_`` (the rows of each batch it holds) and
 ``_stream``: the stream's base keys, its content-keyed row sample and, with
-``window``, each held batch's counts per base leaf, extremes and own sample
+``window``, each held batch's counts per base leaf, extremes and own sample, and
+the rows it holds while it started small (``rows``, ``n x d``; a store written
+before that field loads without them)
 (:class:`~daskdepth.summary.streaming.StreamState`), so that a loaded model
 goes on (``partial_fit``, its window dropping the oldest batch) with the bits
 of the one saved; the loader checks them against each other and the summary
