@@ -72,8 +72,9 @@ class Router(NamedTuple):
     groups: np.ndarray
 
 
-#: ``+inf`` sentinels after each direction's keys: the window search below reads
-#: up to eight keys past the first candidate without a bounds test.
+#: ``+inf`` sentinels after each direction's keys: the routing search reads up
+#: to :data:`CELL_WINDOW` keys past the first candidate without a bounds test,
+#: and its rare linear continuation stops at the first sentinel.
 PAD = 8
 
 
@@ -101,7 +102,7 @@ def log_cell(p, c, inv_s, k, gm):
     and continuous at powers of 2, and every step is monotone (rounding is), so
     keys in earlier cells are never above ``p``.  Cells grow geometrically away
     from ``c``, which spreads the keys of heavy-tailed projections (most within
-    +-1, a few at 1e20) evenly enough for the eight-key search.
+    +-1, a few at 1e20) evenly enough for the search's window of four keys.
     """
     t = p - c
     m, e = math.frexp(abs(t) * inv_s + 1.0)
@@ -159,10 +160,10 @@ def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
     :func:`project`'s (BLAS may reorder sums by shape); with ``direct`` they
     are read from ``P``.  The search starts at the first key of the row's
     guide cell (:func:`cell`, or :func:`log_cell` where the direction's grid is
-    logarithmic) and counts the keys ``<= p`` among the next eight without
-    branches; a cell with more than seven keys ``<= p`` (rare with four cells
-    per key and a guide fitted to the keys) continues linearly until a ``+inf``
-    sentinel.  Invalid rows get projection 0 and are skipped by callers.
+    logarithmic) and counts the keys ``<= p`` among the next four with
+    independent compares (:func:`route_values`); a cell with four keys or more
+    ``<= p`` (rare with a guide fitted to the keys) continues linearly until a
+    key ``> p``.  Invalid rows get projection 0 and are skipped by callers.
 
     The grid's scalars come as one record made once per direction, and the
     arrays as arguments: unpacking the block's :class:`Router` here, once per
@@ -194,24 +195,44 @@ def route_values(pv, m, grid, keys, tab, lbuf):
     ``grid`` is the direction's :class:`Grid`, ``keys`` the block's padded keys
     and ``tab`` the direction's row of the guide table; a leaf is the number of
     the direction's keys ``<= p`` (see :func:`route_tile`).
+
+    The guide cell ``c`` is monotone in ``p``, so every key of a later cell is
+    ``> p``: the leaf is ``tab[c]`` (the keys of earlier cells) plus the keys
+    ``<= p`` among the next :data:`CELL_WINDOW`, counted with that many
+    independent compares (one load each, all from the same start) where the
+    last of them is ``> p``.  That holds unless cell ``c`` has more keys than
+    the window and ``p`` is past them (rare: guide grids keep at most
+    :data:`~daskdepth.summary.guide.GUIDE_CELL_KEYS` keys in a cell, mostly one
+    to three); then the count continues linearly up to the first key ``> p``
+    (every direction's keys end with ``+inf`` padding).  Before, each value
+    went through three dependent steps over eight keys: about five dependent
+    loads, where this has two (the guide table, then the keys).
     """
     lo, sc, ls, lk, gm, k0 = grid
     # The grid is the direction's: tested once per tile, not in the row loop.
     if ls > 0.0:
         for s in range(m):
-            lbuf[s] = k0 + np.uint64(tab[log_cell(pv[s], lo, ls, lk, gm)])
+            lbuf[s] = log_cell(pv[s], lo, ls, lk, gm)
     else:
         for s in range(m):
-            lbuf[s] = k0 + np.uint64(tab[cell(pv[s], lo, sc, gm)])
+            lbuf[s] = cell(pv[s], lo, sc, gm)
+    kd = keys[k0:]  # the direction's keys: leaves are indices into them
     for s in range(m):
         p = pv[s]
-        q = lbuf[s]
-        q += np.uint64(4) * np.uint64(keys[q + np.uint64(3)] <= p)
-        q += np.uint64(2) * np.uint64(keys[q + np.uint64(1)] <= p)
-        q += np.uint64(keys[q] <= p)
-        while keys[q] <= p:
-            q += np.uint64(1)
-        lbuf[s] = q - k0
+        q = np.uint64(tab[lbuf[s]])
+        last = kd[q + np.uint64(3)] <= p
+        leaf = (q + np.uint64(kd[q] <= p) + np.uint64(kd[q + np.uint64(1)] <= p)
+                + np.uint64(kd[q + np.uint64(2)] <= p) + np.uint64(last))
+        if last:  # the window's keys are all <= p: the cell may hold more
+            while kd[leaf] <= p:
+                leaf += np.uint64(1)
+        lbuf[s] = leaf
+
+
+#: Keys compared at once, independently, from the first candidate of a guide
+#: cell (:func:`route_values`); :data:`PAD` ``+inf`` sentinels follow each
+#: direction's keys, so the window never reads past them.
+CELL_WINDOW = 4
 
 
 #: Rows projected together by :func:`project_columns`: the tile's columns (``d``
