@@ -52,3 +52,16 @@ def test_a_model_holding_enough_rows_names_drift_and_fit():
     assert "the data drift away from them" in messages[0]
     assert "fit a model on recent data" in messages[0]
     assert "counting noise" not in messages[0]
+
+
+def test_a_model_of_few_rows_without_a_window_says_so_too():
+    """A template fed one small batch: few rows per leaf, no window to lengthen."""
+    rng = np.random.default_rng(0)
+    reference = daskdepth.IRW(n_directions=20, tol=1e-3, random_state=0).partial_fit(
+        rng.normal(size=(20_000, 2)))
+    model = daskdepth.template(reference)
+    messages = _caught(model, [rng.normal(size=(500, 2))])
+    assert len(messages) == 1
+    assert "the model holds 500 rows, fewer than about 16,000 that tol=0.001 needs" in messages[0]
+    assert "more rows (fit or partial_fit at least that many) or a larger tol" in messages[0]
+    assert "drift away" not in messages[0]
