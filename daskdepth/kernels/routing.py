@@ -282,6 +282,41 @@ def _madd4x1(r0, c0, c1, c2, c3, V, j, k):
 
 
 @kernel
+def _madd2x4(r0, r1, r2, r3, c0, c1, V, j, k):
+    """Add features ``k, k + 1`` (columns ``c0, c1``) of directions ``j .. j + 3``, in order."""
+    a0 = V[j, k]
+    a1 = V[j, k + 1]
+    b0 = V[j + 1, k]
+    b1 = V[j + 1, k + 1]
+    e0 = V[j + 2, k]
+    e1 = V[j + 2, k + 1]
+    f0 = V[j + 3, k]
+    f1 = V[j + 3, k + 1]
+    for i in range(r0.size):
+        x0 = c0[i]
+        x1 = c1[i]
+        r0[i] = (r0[i] + x0 * a0) + x1 * a1
+        r1[i] = (r1[i] + x0 * b0) + x1 * b1
+        r2[i] = (r2[i] + x0 * e0) + x1 * e1
+        r3[i] = (r3[i] + x0 * f0) + x1 * f1
+
+
+@kernel
+def _madd1x4(r0, r1, r2, r3, c0, V, j, k):
+    """Add feature ``k`` (column ``c0``) of directions ``j .. j + 3``."""
+    a0 = V[j, k]
+    b0 = V[j + 1, k]
+    e0 = V[j + 2, k]
+    f0 = V[j + 3, k]
+    for i in range(r0.size):
+        x0 = c0[i]
+        r0[i] = r0[i] + x0 * a0
+        r1[i] = r1[i] + x0 * b0
+        r2[i] = r2[i] + x0 * e0
+        r3[i] = r3[i] + x0 * f0
+
+
+@kernel
 def _madd1(r, c, v):
     """Add one feature (column ``c``, coefficient ``v``) to the projections ``r``."""
     for i in range(r.size):
@@ -298,7 +333,8 @@ def project_columns(xt, V, P):
     :data:`PROJECT_TILE` rows, four directions and four features per sweep
     (one load and store of a projection per four products), rows innermost in
     SIMD lanes: faster than one direction and one feature per sweep for wide
-    rows, and as fast for narrow ones.
+    rows, and as fast for narrow ones.  The last ``d % 4`` features are added
+    to four directions per sweep too (:func:`_madd2x4`, :func:`_madd1x4`).
     """
     d, nr = xt.shape
     mb = V.shape[0]
@@ -319,6 +355,15 @@ def project_columns(xt, V, P):
                     _madd4x1(P[j, i0:i1], xt[k, i0:i1], xt[k + 1, i0:i1], xt[k + 2, i0:i1],
                              xt[k + 3, i0:i1], V, j, k)
                 k += 4
+            if g == 4:  # the last d % 4 features, four directions per sweep
+                if k + 2 <= d:
+                    _madd2x4(P[j, i0:i1], P[j + 1, i0:i1], P[j + 2, i0:i1], P[j + 3, i0:i1],
+                             xt[k, i0:i1], xt[k + 1, i0:i1], V, j, k)
+                    k += 2
+                if k < d:
+                    _madd1x4(P[j, i0:i1], P[j + 1, i0:i1], P[j + 2, i0:i1], P[j + 3, i0:i1],
+                             xt[k, i0:i1], V, j, k)
+                    k += 1
             while k < d:
                 for q in range(g):
                     _madd1(P[j + q, i0:i1], xt[k, i0:i1], V[j + q, k])
@@ -502,14 +547,12 @@ def load_tile(X, valid, t0, m, xt):
     a test per projection.
     """
     d = X.shape[1]
-    if X.flags.f_contiguous:
-        for k in range(d):
-            for i in range(m):
-                xt[k, i] = X[t0 + i, k]
-    else:
+    # Column by column for both layouts: contiguous (SIMD) stores, and reads
+    # that stay in L1 / L2 (the tile's rows); faster than row by row for C-ordered
+    # rows too (measured 1.3 -> 0.96 ns per row-direction at d = 10, groups of 8).
+    for k in range(d):
         for i in range(m):
-            for k in range(d):
-                xt[k, i] = X[t0 + i, k]
+            xt[k, i] = X[t0 + i, k]
     for i in range(m):
         if not valid[t0 + i]:
             for k in range(d):
@@ -546,6 +589,14 @@ def project_tile(proj, valid, xt, j, g, t0, m, pb):
                     _madd4x1(pb[q, :m], xt[k, :m], xt[k + 1, :m], xt[k + 2, :m],
                              xt[k + 3, :m], V, j + q, k)
             k += 4
+        if g == 4:  # the last d % 4 features, four directions per sweep
+            if k + 2 <= d:
+                _madd2x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, :m], xt[k + 1, :m],
+                         V, j, k)
+                k += 2
+            if k < d:
+                _madd1x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, :m], V, j, k)
+                k += 1
         while k < d:
             for q in range(g):
                 _madd1(pb[q, :m], xt[k, :m], V[j + q, k])
