@@ -758,12 +758,16 @@ def score_tiles(proj, valid, router, lut, out, out_sq, mode):
 
     Tiled as :func:`count_block`; each row's values are folded in direction
     order.  ``mode`` (:data:`ADD`, :data:`ADD_SQUARES`, :data:`LOWER`) is tested
-    once per direction, outside the row loop.
+    once per group of directions, outside the row loop.  The four directions
+    projected together are routed first, then folded in one sweep over the
+    rows (:func:`fold4`): ``(((out + v0) + v1) + v2) + v3``, the sums of four
+    sweeps, so the same bits, with one load and store of ``out`` per four values.
     """
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
     xt, pb, lbuf, rows = tile_buffers(proj)
+    lb = np.empty((4, rows), dtype=np.uint64)
     for gi in range(groups.size - 1):
         for t0 in range(0, nr, rows):
             m = min(rows, nr - t0)
@@ -776,22 +780,74 @@ def score_tiles(proj, valid, router, lut, out, out_sq, mode):
                 for q in range(g):
                     jj = j + q
                     route_values(pb[q], m, direction_grid(router, jj), router.keys,
-                                 router.table[jj], lbuf)
-                    l0 = lptr[jj]
-                    if mode == ADD:
-                        for s in range(m):
-                            out[t0 + s] += lut[l0 + np.int64(lbuf[s])]
-                    elif mode == ADD_SQUARES:
-                        for s in range(m):
-                            v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                            out[t0 + s] += v
-                            out_sq[t0 + s] += v * v
-                    else:
-                        for s in range(m):
-                            v = np.float64(lut[l0 + np.int64(lbuf[s])])
-                            if v < out[t0 + s]:
-                                out[t0 + s] = v
+                                 router.table[jj], lb[q])
+                if g == 4:
+                    fold4(lut, lptr, j, lb, m, out[t0:t0 + m], out_sq[t0:t0 + m], mode)
+                else:
+                    fold1(lut, lptr[j], lb[0], m, out[t0:t0 + m], out_sq[t0:t0 + m], mode)
                 j += g
+
+
+@kernel
+def fold1(lut, l0, leaves, m, out, out_sq, mode):
+    """Fold the tabulated values of one direction's leaves (from ``lut[l0]``) into ``out``."""
+    if mode == ADD:
+        for s in range(m):
+            out[s] += lut[l0 + np.int64(leaves[s])]
+    elif mode == ADD_SQUARES:
+        for s in range(m):
+            v = np.float64(lut[l0 + np.int64(leaves[s])])
+            out[s] += v
+            out_sq[s] += v * v
+    else:
+        for s in range(m):
+            v = np.float64(lut[l0 + np.int64(leaves[s])])
+            if v < out[s]:
+                out[s] = v
+
+
+@kernel
+def fold4(lut, lptr, j, lb, m, out, out_sq, mode):
+    """:func:`fold1` of directions ``j .. j + 3`` (leaves ``lb[0 .. 3]``), in direction order."""
+    l0 = lptr[j]
+    l1 = lptr[j + 1]
+    l2 = lptr[j + 2]
+    l3 = lptr[j + 3]
+    b0 = lb[0]
+    b1 = lb[1]
+    b2 = lb[2]
+    b3 = lb[3]
+    if mode == ADD:
+        for s in range(m):
+            v0 = np.float64(lut[l0 + np.int64(b0[s])])
+            v1 = np.float64(lut[l1 + np.int64(b1[s])])
+            v2 = np.float64(lut[l2 + np.int64(b2[s])])
+            v3 = np.float64(lut[l3 + np.int64(b3[s])])
+            out[s] = (((out[s] + v0) + v1) + v2) + v3
+    elif mode == ADD_SQUARES:
+        for s in range(m):
+            v0 = np.float64(lut[l0 + np.int64(b0[s])])
+            v1 = np.float64(lut[l1 + np.int64(b1[s])])
+            v2 = np.float64(lut[l2 + np.int64(b2[s])])
+            v3 = np.float64(lut[l3 + np.int64(b3[s])])
+            out[s] = (((out[s] + v0) + v1) + v2) + v3
+            out_sq[s] = (((out_sq[s] + v0 * v0) + v1 * v1) + v2 * v2) + v3 * v3
+    else:
+        for s in range(m):
+            v0 = np.float64(lut[l0 + np.int64(b0[s])])
+            v1 = np.float64(lut[l1 + np.int64(b1[s])])
+            v2 = np.float64(lut[l2 + np.int64(b2[s])])
+            v3 = np.float64(lut[l3 + np.int64(b3[s])])
+            low = out[s]
+            if v0 < low:
+                low = v0
+            if v1 < low:
+                low = v1
+            if v2 < low:
+                low = v2
+            if v3 < low:
+                low = v3
+            out[s] = low
 
 
 @kernel
