@@ -630,13 +630,15 @@ def count_block(proj, valid, weight, router, counts, ext):
     ``(min, max)`` of direction ``jj``'s projections.  Per group of directions
     (``router.groups``) and tile of :data:`ROW_TILE` rows, the tile is read
     once, projected on four directions at a time (:func:`project_tile`) and
-    routed on each (:func:`route_values`); every leaf still receives its rows
-    in row order.
+    routed on each (:func:`route_values`), then the four directions' counts and
+    extremes are updated in one sweep over the rows (:func:`count4`); every
+    leaf still receives its rows in row order.
     """
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
     xt, pb, lbuf, rows = tile_buffers(proj)
+    lb = np.empty((4, rows), dtype=np.uint64)
     for gi in range(groups.size - 1):
         for t0 in range(0, nr, rows):
             m = min(rows, nr - t0)
@@ -648,22 +650,75 @@ def count_block(proj, valid, weight, router, counts, ext):
                 project_tile(proj, valid, xt, j, g, t0, m, pb)
                 for q in range(g):
                     jj = j + q
-                    pv = pb[q]
-                    route_values(pv, m, direction_grid(router, jj), router.keys,
-                                 router.table[jj], lbuf)
-                    l0 = lptr[jj]
-                    lo = ext[jj, 0]
-                    hi = ext[jj, 1]
-                    for s in range(m):
-                        if not valid[t0 + s]:
-                            continue
-                        p = pv[s]
-                        counts[l0 + np.int64(lbuf[s])] += weight[t0 + s]
-                        lo = min(lo, p)
-                        hi = max(hi, p)
-                    ext[jj, 0] = lo
-                    ext[jj, 1] = hi
+                    route_values(pb[q], m, direction_grid(router, jj), router.keys,
+                                 router.table[jj], lb[q])
+                if g == 4:
+                    count4(counts, ext, lptr, j, lb, pb, m, valid[t0:t0 + m], weight[t0:t0 + m])
+                else:
+                    count1(counts, ext, lptr, j, lb[0], pb[0], m, valid[t0:t0 + m],
+                           weight[t0:t0 + m])
                 j += g
+
+
+@kernel
+def count1(counts, ext, lptr, jj, leaves, pv, m, valid, weight):
+    """Add the valid rows' weights to their leaves on direction ``jj``, ``pv`` to its extremes."""
+    l0 = lptr[jj]
+    lo = ext[jj, 0]
+    hi = ext[jj, 1]
+    for s in range(m):
+        if not valid[s]:
+            continue
+        p = pv[s]
+        counts[l0 + np.int64(leaves[s])] += weight[s]
+        lo = min(lo, p)
+        hi = max(hi, p)
+    ext[jj, 0] = lo
+    ext[jj, 1] = hi
+
+
+@kernel
+def count4(counts, ext, lptr, j, lb, pb, m, valid, weight):
+    """:func:`count1` of directions ``j .. j + 3`` (leaves ``lb[q]``, projections ``pb[q]``).
+
+    One sweep over the rows; each leaf still receives its rows in row order.
+    """
+    l0 = lptr[j]
+    l1 = lptr[j + 1]
+    l2 = lptr[j + 2]
+    l3 = lptr[j + 3]
+    b0 = lb[0]
+    b1 = lb[1]
+    b2 = lb[2]
+    b3 = lb[3]
+    p0 = pb[0]
+    p1 = pb[1]
+    p2 = pb[2]
+    p3 = pb[3]
+    lo0, hi0 = ext[j, 0], ext[j, 1]
+    lo1, hi1 = ext[j + 1, 0], ext[j + 1, 1]
+    lo2, hi2 = ext[j + 2, 0], ext[j + 2, 1]
+    lo3, hi3 = ext[j + 3, 0], ext[j + 3, 1]
+    for s in range(m):
+        if not valid[s]:
+            continue
+        w = weight[s]
+        counts[l0 + np.int64(b0[s])] += w
+        counts[l1 + np.int64(b1[s])] += w
+        counts[l2 + np.int64(b2[s])] += w
+        counts[l3 + np.int64(b3[s])] += w
+        lo0 = min(lo0, p0[s])
+        hi0 = max(hi0, p0[s])
+        lo1 = min(lo1, p1[s])
+        hi1 = max(hi1, p1[s])
+        lo2 = min(lo2, p2[s])
+        hi2 = max(hi2, p2[s])
+        lo3 = min(lo3, p3[s])
+        hi3 = max(hi3, p3[s])
+    ext[j, 0], ext[j, 1] = lo0, hi0
+    ext[j + 1, 0], ext[j + 1, 1] = lo1, hi1
+    ext[j + 2, 0], ext[j + 2, 1] = lo2, hi2
+    ext[j + 3, 0], ext[j + 3, 1] = lo3, hi3
 
 
 @kernel
