@@ -4,8 +4,9 @@ Usage: ``python benchmarks/stream_fill.py [--directions M] [--batches B] FILL ..
 (``FILL`` 1 is ``fit``'s leaves, filled up to the row limit).  The stream of
 issue 36: AIIRW(tol=1e-4), 5 correlated Gaussian features, a first
 ``partial_fit`` of 50,000 rows (``--first``), then batches of 10,000 rows of the same
-distribution; prints the bound (in units of tol) after 1, 9, 20 and 50 batches
-and the leaves per direction of the first fit.
+distribution (``--window W``: a window of the last ``W`` batches); prints the
+bound (in units of tol) after 1, 9, 10, 20 and 50 batches and the largest, and
+the leaves per direction of the first fit.
 
 ``--small-start ROWS`` streams ``--batches`` batches of ``ROWS`` rows from the
 first on (a stream that starts small: exact, then leaves that hold its rows),
@@ -26,13 +27,15 @@ import daskdepth
 from daskdepth.estimators import streaming
 
 
-def run(fill: float, m: int | None, batches: int, first: int = 50_000) -> None:
+def run(fill: float, m: int | None, batches: int, first: int = 50_000,
+        window: int | None = None) -> None:
     streaming.STREAM_FILL = fill
     rng = np.random.default_rng(0)
     a = np.eye(5) + 0.4 * rng.normal(size=(5, 5))
     kw = {} if m is None else {"n_directions": m}
-    model = daskdepth.AIIRW(random_state=0, **kw)
+    model = daskdepth.AIIRW(random_state=0, window=window, **kw)
     t0 = time.process_time()
+    largest = 0.0
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         model.partial_fit(rng.normal(size=(first, 5)) @ a.T)
@@ -40,13 +43,15 @@ def run(fill: float, m: int | None, batches: int, first: int = 50_000) -> None:
         out = {0: model.error_bound_ / model.tol}
         for b in range(1, batches + 1):
             model.partial_fit(rng.normal(size=(10_000, 5)) @ a.T)
-            if b in (1, 9, 20, 50) or b == batches:
+            largest = max(largest, model.error_bound_ / model.tol)
+            if b in (1, 9, 10, 20, 50) or b == batches:
                 out[b] = model.error_bound_ / model.tol
     warned = any(issubclass(w.category, daskdepth.StreamBoundWarning) for w in caught)
-    print(f"fill={fill:<5g} first={first:,} m={model.n_directions_:<4d} "
+    print(f"fill={fill:<5g} first={first:,} window={window} m={model.n_directions_:<4d} "
           f"leaves/direction={leaves:8.0f} "
           + " ".join(f"after {b}: {v:.2f}" for b, v in out.items())
-          + f" (x tol) warned={warned} cpu={time.process_time() - t0:.0f}s", flush=True)
+          + f" largest: {largest:.2f} (x tol) warned={warned} "
+          f"cpu={time.process_time() - t0:.0f}s", flush=True)
 
 
 def small_start(fill: float, m: int | None, batches: int, rows: int, tol: float) -> None:
@@ -80,12 +85,14 @@ def main() -> None:
     parser.add_argument("--small-start", type=int, default=None, metavar="ROWS",
                         help="every batch of ROWS rows, from the first on")
     parser.add_argument("--tol", type=float, default=1e-4)
+    parser.add_argument("--window", type=int, default=None,
+                        help="window= of the stream after a first batch (not --small-start)")
     args = parser.parse_args()
     for fill in args.fills:
         if args.small_start:
             small_start(fill, args.directions, args.batches, args.small_start, args.tol)
         else:
-            run(fill, args.directions, args.batches, args.first)
+            run(fill, args.directions, args.batches, args.first, args.window)
 
 
 if __name__ == "__main__":

@@ -106,10 +106,54 @@ def start(model: Any, data: Any) -> None:
             model.n_batches_ = 1
             model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
             return
+    if _hold_first(model, data, summary):
+        return
     model._stream = StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
                                 window=model.window)
     model.n_batches_ = 1
     model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+
+
+def _hold_first(model: Any, data: Any, summary: DepthSummary) -> bool:
+    """A first batch fitted to leaves on at most the row limit: the stream holds its rows.
+
+    A first ``partial_fit`` of more rows than the exact size (about ``3 /
+    tol``) but at most :func:`~daskdepth.fitting.update.row_limit` (about ``16
+    / tol``) plans its leaves on all its rows; the stream then holds them
+    (``StreamState.rows``, as a stream started small holds them from its
+    conversion), so that its leaves can be planned again on all the rows held
+    (:func:`_replan`) when the bound passes :data:`REPLAN_BOUND`, and a window
+    drops the leaving batch's rows.  The rows are read once, as the row sample's
+    pass read them.  False (nothing held) for an exact first fit (it holds its
+    rows in its summary) or a larger batch.
+    """
+    d = int(model.n_features_in_)
+    rows_in = float(data.array.shape[0])
+    if not (np.isfinite(rows_in) and int(rows_in) <= row_limit(d, float(model.tol))):
+        return False
+    if held_sorted(summary) is not None:
+        return False
+    rows = _finite_rows(model, data)
+    if rows.shape[0] != int(model.n_samples_fit_):
+        return False
+    st = StreamState(None, bottom_rows(rows, sample_rows(d)),  # type: ignore[arg-type]
+                     window=model.window, rows=rows)
+    model._stream = st
+    model.n_batches_ = 1
+    model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+    _first_history(model, st, _fix_base(model, st, summary))
+    return True
+
+
+def _first_history(model: Any, st: StreamState, bounds: list[np.ndarray]) -> None:
+    """A window's history of a stream that holds its first batch only (or none without one)."""
+    st.window = model.window
+    if model.window is None:
+        st.history, st.history_rows, st.history_samples = [], [], []
+        return
+    st.history = [base_counts(model.summary_, bounds)]
+    st.history_rows = [int(model.summary_.n)]
+    st.history_samples = [st.sample]
 
 
 def _started(model: Any) -> StreamState:
@@ -364,6 +408,9 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
     if st.bounds is None and _exact_batch(model, st, data):
         return
     st = _started(model)
+    if (st.rows is not None and int(model.n_batches_) == 1
+            and model.window != st.window):  # the window is adopted until the second batch
+        _first_history(model, st, _split_bounds(model.summary_, st.bounds))
     _check_window(model, st)
     window = model.window
     tol = float(model.tol)
