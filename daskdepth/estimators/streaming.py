@@ -657,11 +657,22 @@ def merge(models: Any) -> Any:
     row sample that sets ``offset_`` is content-keyed).  ``n_batches_`` adds
     up and ``batch_rows_`` lists the models' batches in the order given.
 
+    Models that each hold all their rows (exact summaries, or streams that
+    hold their rows: started by a first ``partial_fit`` of at most
+    :func:`~daskdepth.fitting.fit.pilot_sample_size` rows, about ``16 /
+    tol``) merge whatever their leaf keys when the union passes the exact
+    size and stays within that many rows: the union's leaves are planned on
+    the union of their rows (as a stream that holds its rows plans them
+    again, :data:`~daskdepth.fitting.update.STREAM_FILL` of the row limit),
+    a function of those rows only (held sorted by their bits), so any order
+    or grouping gives the same bits; the result holds the union's rows.
+
     Models with a ``window`` are refused (a window's order of batches is not
     defined across models), and so are models whose class, parameters (but
     ``verbose``), features, frame (location, covariance, whitening basis),
-    directions or leaf keys differ.  The merged summary is held in this
-    process (blocks kept on a cluster are brought here).
+    directions or (for models that do not all hold their rows) leaf keys
+    differ.  The merged summary is held in this process (blocks kept on a
+    cluster are brought here).
 
     Parameters
     ----------
@@ -726,6 +737,9 @@ def merge(models: Any) -> Any:
     exact = [_exact_blocks(model) for model in models]
     if all(blocks is not None for blocks in exact):
         return _merge_exact(models, exact)  # type: ignore[arg-type]
+    rows = _union_rows(models)
+    if rows is not None:
+        return _merge_rows(models, rows)
     held = [_local_leaves(model) for model in models]
     blocks0, bounds0 = held[0]
     bases0 = [base_state(b, first.summary_.n, bounds0[b.j0:b.j1]) for b in blocks0]
@@ -742,8 +756,9 @@ def merge(models: Any) -> Any:
                                                                          strict=True)):
             raise ValueError(
                 f"daskdepth.merge: model {i} has other leaf keys than model 0 (its first fit "
-                "was another): models merge only when started from one template; start each "
-                "from daskdepth.template(model) and add its rows with partial_fit")
+                f"was another){_no_rows_reason(models)}: models merge only when started "
+                "from one template, or when each holds all its rows; start each from "
+                "daskdepth.template(model) and add its rows with partial_fit")
         for b, state in enumerate(states):
             totals[b] += state[2].counts
             exts[b].append(state[2].ext)
@@ -771,6 +786,105 @@ def merge(models: Any) -> Any:
     token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
     refresh(out, token, "daskdepth.merge")
     return out
+
+
+def _held_rows(model: Any) -> np.ndarray | None:
+    """All the rows ``model``'s summary counts, when it holds them (else None).
+
+    A stream's held rows (``StreamState.rows``, all ``n_samples_fit_`` of
+    them), an exact summary's reference rows (``summary_.rows``), or none for
+    a template that holds no rows yet.
+    """
+    summary = model.summary_
+    n = int(summary.n)
+    d = int(model.n_features_in_)
+    st = model.__dict__.get("_stream")
+    if n == 0:
+        return np.zeros((0, d))
+    if st is not None and st.rows is not None and st.rows.shape[0] == n:
+        return st.rows
+    exact = st is None or st.bounds is None
+    if exact and summary.rows is not None and summary.rows.shape[0] == n:
+        return summary.rows
+    return None
+
+
+def _union_rows(models: list[Any]) -> np.ndarray | None:
+    """The union of the models' rows when each holds all of its, past the exact size and
+    within the row limit: sorted by their bits (an order that does not depend on the models'
+    order); None otherwise (the models then merge by their counts)."""
+    first = models[0]
+    d = int(first.n_features_in_)
+    tol = float(first.tol)
+    n = int(sum(int(m.summary_.n) for m in models))
+    ranges = [(b.j0, b.j1) for b in first.summary_.blocks]
+    if (n > row_limit(d, tol)
+            or stays_exact(n, d, int(first.summary_.directions.shape[0]), tol)
+            or any([(b.j0, b.j1) for b in m.summary_.blocks] != ranges for m in models)):
+        return None
+    parts = [_held_rows(m) for m in models]
+    if any(p is None for p in parts):
+        return None
+    return _canonical_rows(np.concatenate(parts))  # type: ignore[arg-type]
+
+
+def _canonical_rows(rows: np.ndarray) -> np.ndarray:
+    """``rows`` sorted lexicographically by their bits (a total order, -0.0 apart from 0.0)."""
+    rows = np.ascontiguousarray(rows, dtype=np.float64)
+    if rows.shape[0] < 2:
+        return rows
+    bits = rows.view(np.int64)
+    return np.ascontiguousarray(rows[np.lexsort(bits.T[::-1])])
+
+
+def _no_rows_reason(models: list[Any]) -> str:
+    """Why the models cannot be merged on their rows (for the refusal of other leaf keys)."""
+    first = models[0]
+    d = int(first.n_features_in_)
+    limit = row_limit(d, float(first.tol))
+    lacking = [i for i, m in enumerate(models) if _held_rows(m) is None]
+    if lacking:
+        return (f"; model {lacking[0]} does not hold all its rows (only a stream started by "
+                f"a first partial_fit of at most {limit:,} rows holds them, until they pass "
+                "that many), so the union's leaves cannot be planned on the rows")
+    n = int(sum(int(m.summary_.n) for m in models))
+    if n > limit:
+        return (f"; the union's {n:,} rows pass the {limit:,} rows a merge plans leaves on, "
+                "so they cannot be planned on the rows")
+    return ""
+
+
+def _merge_rows(models: list[Any], rows: np.ndarray) -> Any:
+    """:func:`merge` of models that all hold their rows: leaves planned on the union's rows.
+
+    The union's leaves are planned on ``rows`` (all the models' rows, in
+    their canonical order) as a stream that holds its rows plans them again
+    (:func:`~daskdepth.fitting.update.replan_rows` at :data:`STREAM_FILL`),
+    in the models' frame; the result holds the rows.
+    """
+    first = models[0]
+    d = int(first.n_features_in_)
+    new, _ = replan_rows(first.summary_, rows, float(first.tol), STREAM_FILL, first._statistic)
+    out = copy.copy(first)
+    out.__dict__ = dict(first.__dict__)
+    st = StreamState(None, bottom_rows(rows, sample_rows(d)), rows=rows)  # type: ignore[arg-type]
+    out._stream = st
+    _fix_bounds(out, st, new)
+    _merged_counters(out, models, int(new.n))
+    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
+    refresh(out, token, "daskdepth.merge")
+    return out
+
+
+def _merged_counters(out: Any, models: list[Any], n: int) -> None:
+    """The merged model's row and batch counters (batches in the order given), warning reset."""
+    out.n_samples_fit_ = n
+    out.n_batches_ = int(sum(int(m.__dict__.get("n_batches_", 1)) for m in models))
+    out.batch_rows_ = np.concatenate([
+        np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
+        for m in models])
+    out.__dict__.pop("_bound_warned", None)
+    out.__dict__["verbose"] = models[0].verbose
 
 
 def _exact_blocks(model: Any) -> list[BlockSorted] | None:
@@ -814,6 +928,9 @@ def _merge_exact(models: list[Any], exact: list[list[BlockSorted]]) -> Any:
     bounds = None
     tol = float(first.tol)
     if not stays_exact(n, d, int(directions.shape[0]), tol):
+        if rows is not None and n <= row_limit(d, tol):
+            # the models' rows, planned on as any merge of models that hold them
+            return _merge_rows(models, _canonical_rows(rows))
         union, _ = convert_exact(union, tol)
         parts = block_bounds(union)
         bounds = np.concatenate(parts) if parts else np.zeros((0, 2))

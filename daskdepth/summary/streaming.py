@@ -108,7 +108,10 @@ class StreamState:
     started small from the conversion of its exact summary to leaves until
     they would pass the rows a first fit plans its leaves on
     (:func:`daskdepth.fitting.update.row_limit`, about ``16 / tol``), so
-    that its leaves can be planned again on all of them; None otherwise.
+    that its leaves can be planned again on all of them, and from its first
+    batch by a stream whose first ``partial_fit`` planned leaves on at most
+    that many rows; a :func:`daskdepth.merge` of models that each hold all
+    their rows holds the union's, sorted by their bits; None otherwise.
     """
 
     bounds: np.ndarray
