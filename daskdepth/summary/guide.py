@@ -2,8 +2,9 @@
 
 A direction's guide grid maps a projection to a cell, and the cell to the
 first of the direction's keys that could be ``<=`` it; the routing kernel
-(:func:`daskdepth.kernels.routing.route_tile`) then counts the keys ``<=`` the
-projection among the next eight without branches.  The grid is linear over the
+(:func:`daskdepth.kernels.routing.route_values`) then counts the keys ``<=`` the
+projection among the next four, compared independently (a cell whose four are
+all ``<=`` it is scanned on, key by key).  The grid is linear over the
 bulk of the keys, or logarithmic around their median where heavy tails would
 crowd a linear grid's cells (:func:`daskdepth.kernels.routing.log_cell`).  A
 grid only chooses where the search starts: leaves are the same whichever grid
@@ -27,8 +28,9 @@ GUIDE_PER_KEY = 4
 #: :data:`GUIDE_CELL_KEYS` keys (evenly spread keys: the same speed for a half or
 #: a quarter of the table's memory, which matters for large summaries).
 GUIDE_TRY_PER_KEY = (1, 2)
-#: Keys a guide cell may hold for the routing search to stay in its branch-free
-#: window of eight keys (:func:`daskdepth.kernels.routing.route_tile`).
+#: Keys a guide cell may hold for the routing search to stay short: it compares
+#: the first :data:`~daskdepth.kernels.routing.CELL_WINDOW` at once and scans on
+#: past them only in the cells that hold more (:func:`daskdepth.kernels.routing.route_values`).
 GUIDE_CELL_KEYS = 7
 #: Fewest and most cells of a grid.
 GUIDE_MIN = 256
