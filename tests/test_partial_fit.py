@@ -8,6 +8,7 @@ within ``error_bound_``; the bound may grow under drift, never silently.
 from __future__ import annotations
 
 import warnings
+import zlib
 
 import dask
 import dask.array as da
@@ -55,6 +56,16 @@ def _points(batches: list[np.ndarray]) -> np.ndarray:
                            union[:5] + 1e6, union[:5] - 1e6])
 
 
+def _beyond_all(model, rows: np.ndarray, points: np.ndarray) -> np.ndarray:
+    """Points whose projections lie beyond every row's on every direction (by a margin)."""
+    ref = rows[np.isfinite(rows).all(axis=1)]
+    p = (points - model.location_) @ model.directions_.T
+    r = (ref - model.location_) @ model.directions_.T
+    lo, hi = r.min(axis=0), r.max(axis=0)
+    margin = 1e-9 * (hi - lo + 1.0)
+    return ((p > hi + margin) | (p < lo - margin)).all(axis=1)
+
+
 MODELS = {
     "irw": lambda: daskdepth.IRW(n_directions=M, tol=TOL, random_state=1),
     "ai-irw": lambda: daskdepth.AIIRW(n_directions=M, tol=TOL, random_state=1),
@@ -65,7 +76,8 @@ MODELS = {
 @pytest.mark.parametrize("kind", ["stationary", "drifting", "heavy", "tied"])
 @pytest.mark.parametrize("depth", list(MODELS))
 def test_depths_within_the_bound_of_the_exact_union_after_every_batch(depth, kind):
-    batches = _stream(kind, 5, 400, seed=hash(kind) % 1000)
+    # crc32, not hash(): str hashes change with every process (PYTHONHASHSEED)
+    batches = _stream(kind, 5, 400, seed=zlib.crc32(kind.encode()) % 1000)
     points = _points(batches)
     model = MODELS[depth]()
     with warnings.catch_warnings():
@@ -77,8 +89,12 @@ def test_depths_within_the_bound_of_the_exact_union_after_every_batch(depth, kin
             got = model.score_samples(points)
             err = np.abs(got - _oracle(model, union, points))
             assert err.max() <= model.error_bound_ + 1e-12, (b, err.max(), model.error_bound_)
-            # points far beyond all the data stay exact (keys at the new extremes)
-            assert (err[-10:] == 0).all()
+            # points beyond every row on every direction stay exact (keys at the new
+            # extremes); a point 1e6 away in each feature can still project inside
+            # the rows on a direction whose coefficients nearly cancel
+            beyond = _beyond_all(model, union, points)
+            assert beyond[-10:].sum() >= 5
+            assert (err[beyond] == 0).all()
     assert model.n_batches_ == 5
     assert model.batch_rows_.tolist() == [400] * 5
     if kind == "stationary":
