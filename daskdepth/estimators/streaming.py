@@ -95,18 +95,27 @@ def start(model: Any, data: Any) -> None:
             and all(isinstance(b, BlockSorted) for b in summary.blocks)):
         rows = _finite_rows(model, data)
         if rows.shape[0] == int(model.n_samples_fit_):
-            model._stream = StreamState(None,  # type: ignore[arg-type]
-                                        bottom_rows(rows, sample_rows(rows.shape[1])),
-                                        window=model.window, rows=rows)
-            model.n_batches_ = 1
-            model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+            _begin(model, StreamState(None,  # type: ignore[arg-type]
+                                      bottom_rows(rows, sample_rows(rows.shape[1])),
+                                      window=model.window, rows=rows))
             return
     if _hold_first(model, data, summary):
         return
-    model._stream = StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
-                                window=model.window)
+    _begin(model, StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
+                              window=model.window))
+
+
+def _begin(model: Any, st: StreamState) -> StreamState:
+    """``st`` becomes the model's stream state; its first batch is every row the model holds.
+
+    Where a stream starts (a first ``partial_fit``, or the first batch of a
+    model fitted by ``fit``): ``n_batches_`` is 1 and ``batch_rows_`` lists
+    ``n_samples_fit_``.
+    """
+    model._stream = st
     model.n_batches_ = 1
     model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+    return st
 
 
 def _hold_first(model: Any, data: Any, summary: DepthSummary) -> bool:
@@ -131,11 +140,8 @@ def _hold_first(model: Any, data: Any, summary: DepthSummary) -> bool:
     rows = _finite_rows(model, data)
     if rows.shape[0] != int(model.n_samples_fit_):
         return False
-    st = StreamState(None, bottom_rows(rows, sample_rows(d)),  # type: ignore[arg-type]
-                     window=model.window, rows=rows)
-    model._stream = st
-    model.n_batches_ = 1
-    model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
+    st = _begin(model, StreamState(None, bottom_rows(rows, sample_rows(d)),  # type: ignore[arg-type]
+                                   window=model.window, rows=rows))
     _first_history(model, st, _fix_base(model, st, summary))
     return True
 
@@ -176,11 +182,9 @@ def _stream_state(model: Any) -> StreamState:
     """The model's stream state, started (base keys not fixed yet) for a model fitted by ``fit``."""
     st = model.__dict__.get("_stream")
     if st is None:
-        st = StreamState(None, RowSample.empty(model.n_features_in_),  # type: ignore[arg-type]
-                         window=model.window)
-        model.n_batches_ = 1
-        model.batch_rows_ = np.array([model.n_samples_fit_], dtype=np.int64)
-        model._stream = st
+        st = _begin(model, StreamState(None,  # type: ignore[arg-type]
+                                       RowSample.empty(model.n_features_in_),
+                                       window=model.window))
     return st
 
 
