@@ -85,21 +85,12 @@ def _seed_sample(model: Any, x: Any) -> RowSample:
 def start(model: Any, data: Any) -> None:
     """After the first ``partial_fit`` (a fit of ``data``): the stream's row sample and counters.
 
-    A window whose first fit kept an exact summary without its rows (as many
-    features as directions or more: the sorted projections are the smaller)
-    holds the batch's rows in the stream's state instead, so that the window
-    can drop them later while the summary stays exact.
+    The stream holds the batch's rows when :func:`_hold_first` says so (a
+    window's exact summary without its rows, or leaves planned on at most the
+    row limit); otherwise its row sample is drawn in one more pass over the
+    batch.
     """
-    summary = model.summary_
-    if (model.window is not None and summary.rows is None
-            and all(isinstance(b, BlockSorted) for b in summary.blocks)):
-        rows = _finite_rows(model, data)
-        if rows.shape[0] == int(model.n_samples_fit_):
-            _begin(model, StreamState(None,  # type: ignore[arg-type]
-                                      bottom_rows(rows, sample_rows(rows.shape[1])),
-                                      window=model.window, rows=rows))
-            return
-    if _hold_first(model, data, summary):
+    if _hold_first(model, data, model.summary_):
         return
     _begin(model, StreamState(None, _seed_sample(model, data.array),  # type: ignore[arg-type]
                               window=model.window))
@@ -119,30 +110,42 @@ def _begin(model: Any, st: StreamState) -> StreamState:
 
 
 def _hold_first(model: Any, data: Any, summary: DepthSummary) -> bool:
-    """A first batch fitted to leaves on at most the row limit: the stream holds its rows.
+    """The stream of a first ``partial_fit`` holds the batch's rows in its state: True when it does.
 
-    A first ``partial_fit`` of more rows than the exact size (about ``3 /
-    tol``) but at most :func:`~daskdepth.fitting.update.row_limit` (about ``16
-    / tol``) plans its leaves on all its rows; the stream then holds them
-    (``StreamState.rows``, as a stream started small holds them from its
-    conversion), so that its leaves can be planned again on all the rows held
-    (:func:`_replan`) when the bound passes :data:`REPLAN_BOUND`, and a window
-    drops the leaving batch's rows.  The rows are read once, as the row sample's
-    pass read them.  False (nothing held) for an exact first fit (it holds its
-    rows in its summary) or a larger batch.
+    Two first fits hold them; the rows are read once, as the row sample's
+    pass read them, and their sample is the stream's:
+
+    - a window whose first fit kept an exact summary without its rows (as
+      many features as directions or more: the sorted projections are the
+      smaller), so that the window can drop them later while the summary
+      stays exact (its base keys are fixed when it is converted to leaves);
+    - a first fit of more rows than the exact size (about ``3 / tol``) but at
+      most :func:`~daskdepth.fitting.update.row_limit` (about ``16 / tol``),
+      which plans its leaves on all its rows (``StreamState.rows``, as a
+      stream started small holds them from its conversion), so that its
+      leaves can be planned again on all the rows held (:func:`_replan`) when
+      the bound passes :data:`REPLAN_BOUND`, and a window drops the leaving
+      batch's rows; its base keys (and a window's first batch) are fixed here.
+
+    False (nothing held) otherwise: an exact first fit that holds its rows in
+    its summary, or a larger batch.
     """
     d = int(model.n_features_in_)
-    rows_in = float(data.array.shape[0])
-    if not (np.isfinite(rows_in) and int(rows_in) <= row_limit(d, float(model.tol))):
-        return False
-    if held_sorted(summary) is not None:
-        return False
+    exact = (model.window is not None and summary.rows is None
+             and all(isinstance(b, BlockSorted) for b in summary.blocks))
+    if not exact:
+        rows_in = float(data.array.shape[0])
+        if not (np.isfinite(rows_in) and int(rows_in) <= row_limit(d, float(model.tol))):
+            return False
+        if held_sorted(summary) is not None:
+            return False
     rows = _finite_rows(model, data)
     if rows.shape[0] != int(model.n_samples_fit_):
         return False
     st = _begin(model, StreamState(None, bottom_rows(rows, sample_rows(d)),  # type: ignore[arg-type]
                                    window=model.window, rows=rows))
-    _first_history(model, st, _fix_base(model, st, summary))
+    if not exact:
+        _first_history(model, st, _fix_base(model, st, summary))
     return True
 
 
