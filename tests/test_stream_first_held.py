@@ -18,6 +18,7 @@ import warnings
 
 import numpy as np
 import pytest
+from _stream_helpers import fingerprint, normal_batches
 from oracle import exact_depth
 
 import daskdepth
@@ -27,19 +28,8 @@ from daskdepth.fitting.fit import pilot_sample_size
 TOL = 1e-3
 
 
-def _batches(k: int, rows: int, seed: int = 0, d: int = 3) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.normal(size=(rows, d)) for _ in range(k)]
-
-
-def _state(model, points) -> tuple:
-    return (model.score_samples(points).tobytes(), model.error_bound_, model.offset_,
-            model.n_samples_fit_, model.n_batches_, model.batch_rows_.tolist(),
-            model._sample_depth.tobytes())
-
-
 def test_a_first_batch_of_leaves_holds_its_rows():
-    first = _batches(1, 6000)[0]
+    first = normal_batches(1, 6000)[0]
     model = daskdepth.AIIRW(n_directions=20, tol=TOL, random_state=0).partial_fit(first)
     st = model._stream
     assert st.bounds is not None  # leaves, planned on every row
@@ -49,8 +39,8 @@ def test_a_first_batch_of_leaves_holds_its_rows():
 
 def test_a_window_after_a_large_first_batch_drops_its_rows_and_plans_again():
     """The old code counted the window into the first batch's leaves: 1.74 x tol at most."""
-    first = _batches(1, 6000)[0]
-    batches = _batches(30, 1000, seed=1)
+    first = normal_batches(1, 6000)[0]
+    batches = normal_batches(30, 1000, seed=1)
     points = np.random.default_rng(2).normal(size=(150, 3))
     model = daskdepth.AIIRW(n_directions=20, tol=TOL, random_state=0, window=5)
     model.partial_fit(first)
@@ -81,7 +71,7 @@ def test_a_first_batch_past_the_row_limit_holds_nothing():
 
 
 def test_held_first_rows_are_released_after_a_last_plan():
-    first = _batches(1, 6000)[0]
+    first = normal_batches(1, 6000)[0]
     big = np.random.default_rng(4).normal(size=(pilot_sample_size(3, TOL), 3))
     model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0).partial_fit(first)
     model.partial_fit(big)
@@ -95,8 +85,8 @@ def test_held_first_rows_are_released_after_a_last_plan():
 
 @pytest.mark.parametrize("window", [None, 3])
 def test_held_first_rows_survive_save_and_load(tmp_path, window):
-    first = _batches(1, 5000)[0]
-    batches = _batches(6, 1500, seed=6)
+    first = normal_batches(1, 5000)[0]
+    batches = normal_batches(6, 1500, seed=6)
     points = np.concatenate([np.random.default_rng(7).normal(size=(60, 3)),
                              np.full((1, 3), 1e6)])
     model = daskdepth.IRW(n_directions=16, tol=TOL, random_state=0, window=window)
@@ -108,12 +98,12 @@ def test_held_first_rows_survive_save_and_load(tmp_path, window):
         for batch in batches:
             model.partial_fit(batch)
             loaded.partial_fit(batch)
-            assert _state(loaded, points) == _state(model, points)
+            assert fingerprint(loaded, points) == fingerprint(model, points)
 
 
 def test_a_window_set_before_the_second_batch_is_adopted_with_held_rows():
-    first = _batches(1, 5000)[0]
-    batches = _batches(4, 1000, seed=8)
+    first = normal_batches(1, 5000)[0]
+    batches = normal_batches(4, 1000, seed=8)
     model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0).partial_fit(first)
     model.set_params(window=2)
     for batch in batches:

@@ -21,6 +21,7 @@ import warnings
 import numpy as np
 import pytest
 import zarr
+from _stream_helpers import fingerprint, normal_batches
 from oracle import exact_depth
 
 import daskdepth
@@ -32,20 +33,9 @@ from daskdepth.summary.streaming import StreamState
 TOL = 1e-3
 
 
-def _batches(k: int, rows: int = 2000, d: int = 3, seed: int = 0) -> list[np.ndarray]:
-    rng = np.random.default_rng(seed)
-    return [rng.normal(size=(rows, d)) for _ in range(k)]
-
-
-def _state(model, points) -> tuple:
-    return (model.score_samples(points).tobytes(), model.error_bound_, model.offset_,
-            model.n_samples_fit_, model.n_batches_, model.batch_rows_.tolist(),
-            model._sample_depth.tobytes())
-
-
 def test_small_start_holds_its_rows_and_keeps_the_bound_within_twice_tol():
     """The old code reached 2.11 x tol here and warned; now at most 1.5 x tol and one batch."""
-    batches = _batches(50)
+    batches = normal_batches(50)
     points = np.random.default_rng(1).normal(size=(200, 3))
     model = daskdepth.AIIRW(n_directions=20, tol=TOL, random_state=0)
     limit = pilot_sample_size(3, TOL)
@@ -73,7 +63,7 @@ def test_small_start_holds_its_rows_and_keeps_the_bound_within_twice_tol():
 
 @pytest.mark.parametrize("window", [None, 4])
 def test_held_rows_survive_save_and_load_with_the_same_bits_going_on(tmp_path, window):
-    batches = _batches(14, rows=1500)
+    batches = normal_batches(14, rows=1500)
     points = np.concatenate([np.random.default_rng(2).normal(size=(80, 3)),
                              np.full((1, 3), 1e6)])
     model = daskdepth.IRW(n_directions=16, tol=TOL, random_state=0, window=window)
@@ -85,17 +75,17 @@ def test_held_rows_survive_save_and_load_with_the_same_bits_going_on(tmp_path, w
         loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
         np.testing.assert_array_equal(loaded._stream.rows, model._stream.rows)
         assert loaded._stream.rows.dtype == np.float64
-        assert _state(loaded, points) == _state(model, points)
+        assert fingerprint(loaded, points) == fingerprint(model, points)
         for batch in batches[5:]:
             model.partial_fit(batch)
             loaded.partial_fit(batch)
-            assert _state(loaded, points) == _state(model, points)
+            assert fingerprint(loaded, points) == fingerprint(model, points)
     if window is not None:  # the window's rows only
         np.testing.assert_array_equal(model._stream.rows, np.concatenate(batches[-window:]))
 
 
 def test_window_of_held_rows_drops_the_leaving_batch_and_stays_within_the_bound():
-    batches = [b + 0.05 * i for i, b in enumerate(_batches(10, rows=1500))]
+    batches = [b + 0.05 * i for i, b in enumerate(normal_batches(10, rows=1500))]
     points = np.random.default_rng(3).normal(size=(100, 3))
     model = daskdepth.AIIRW(n_directions=16, tol=TOL, random_state=0, window=3)
     with warnings.catch_warnings():
@@ -111,7 +101,7 @@ def test_window_of_held_rows_drops_the_leaving_batch_and_stays_within_the_bound(
 
 
 def test_a_batch_past_the_row_limit_releases_the_rows_after_a_last_plan():
-    batches = _batches(3)
+    batches = normal_batches(3)
     model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0)
     for batch in batches:
         model.partial_fit(batch)
@@ -128,7 +118,7 @@ def test_a_batch_past_the_row_limit_releases_the_rows_after_a_last_plan():
 
 def _held_model():
     model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0)
-    for batch in _batches(3, rows=1500):
+    for batch in normal_batches(3, rows=1500):
         model.partial_fit(batch)
     assert model._stream.rows is not None
     return model
@@ -153,7 +143,7 @@ def test_inconsistent_held_rows_are_refused_at_load(tmp_path, edit, message):
 def test_a_format_7_store_without_held_rows_still_loads(tmp_path):
     """A stream saved before the field existed: its class record lacks ``rows``."""
     model = daskdepth.IRW(n_directions=12, tol=TOL, random_state=0, window=2)
-    for batch in _batches(3, rows=300):
+    for batch in normal_batches(3, rows=300):
         model.partial_fit(batch)
     path = model.save(tmp_path / "m.zarr")
     group = zarr.open_group(str(path), mode="r+")
@@ -179,9 +169,9 @@ def test_a_format_7_store_without_held_rows_still_loads(tmp_path):
     loaded = daskdepth.load(path)
     assert loaded._stream.rows is None
     q = np.random.default_rng(6).normal(size=(40, 3))
-    assert _state(loaded, q) == _state(model, q)
-    extra = _batches(1, rows=300, seed=7)[0]
-    assert _state(loaded.partial_fit(extra), q) == _state(model.partial_fit(extra), q)
+    assert fingerprint(loaded, q) == fingerprint(model, q)
+    extra = normal_batches(1, rows=300, seed=7)[0]
+    assert fingerprint(loaded.partial_fit(extra), q) == fingerprint(model.partial_fit(extra), q)
 
 
 def test_a_window_on_wide_data_holds_its_rows_and_stays_exact(tmp_path):
@@ -212,12 +202,12 @@ def test_a_window_on_wide_data_holds_its_rows_and_stays_exact(tmp_path):
             assert model.summary_.rows is None
             if i == 4:
                 loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
-                assert _state(loaded, points) == _state(model, points)
+                assert fingerprint(loaded, points) == fingerprint(model, points)
     np.testing.assert_array_equal(model._stream.rows, np.concatenate(batches[-3:]))
     loaded.partial_fit(batches[4]).partial_fit(batches[5])
     for batch in batches[6:]:
         loaded.partial_fit(batch)
-    assert _state(loaded, points) == _state(model, points)
+    assert fingerprint(loaded, points) == fingerprint(model, points)
 
 
 def test_a_fitted_model_that_converts_holds_its_rows_with_their_sample(tmp_path):
@@ -232,7 +222,7 @@ def test_a_fitted_model_that_converts_holds_its_rows_with_their_sample(tmp_path)
     assert st.sample.size == 4000
     loaded = daskdepth.load(model.save(tmp_path / "m.zarr"))
     q = rng.normal(size=(40, 3))
-    assert _state(loaded, q) == _state(model, q)
+    assert fingerprint(loaded, q) == fingerprint(model, q)
 
 
 def test_a_window_of_one_lets_its_rows_go_for_a_batch_past_the_row_limit():
