@@ -175,9 +175,7 @@ def _started(model: Any) -> StreamState:
             _adopt(model, summary)
         bounds = _fix_base(model, st, summary)
         if model.window is not None:
-            st.history = [base_counts(summary, bounds)]
-            st.history_rows = [int(summary.n)]
-            st.history_samples = [st.sample]
+            _first_history(model, st, bounds)
     return st
 
 
@@ -288,9 +286,7 @@ def _exact_batch(model: Any, st: StreamState, data: Any) -> bool:
     if hold:  # the sample of the rows held (a model fitted by fit had none yet)
         st.sample = bottom_rows(rows, k)
     if window is not None:  # without rows: the stream holds its first batch only
-        st.history = [base_counts(new, _split_bounds(new, st.bounds))]
-        st.history_rows = [int(new.n)]
-        st.history_samples = [st.sample]
+        _first_history(model, st, _split_bounds(new, st.bounds))
     return False
 
 
@@ -300,13 +296,21 @@ def _finite_rows(model: Any, data: Any) -> np.ndarray:
     x = np.asarray(data.array.compute(), dtype=np.float64).reshape(-1, d)
     finite = np.isfinite(x).all(axis=1)
     n_bad = int((~finite).sum())
+    _check_rows(model, int(finite.sum()), n_bad, np.flatnonzero(~finite)[:MAX_BAD_ROWS])
+    return np.ascontiguousarray(x[finite])
+
+
+def _check_rows(model: Any, n: int, n_bad: int, bad_rows: np.ndarray) -> None:
+    """Refuse a batch of ``n`` finite rows and ``n_bad`` others (the first ``bad_rows``).
+
+    Rows with NaN or inf are refused under ``nan_policy='raise'`` (as ``fit``
+    refuses them), and a batch with no finite row has nothing to add.
+    """
     if n_bad and model.nan_policy == "raise":
-        raise ValueError(nan_rows_message(n_bad, np.flatnonzero(~finite)[:MAX_BAD_ROWS]))
-    batch = np.ascontiguousarray(x[finite])
-    if batch.shape[0] == 0:
+        raise ValueError(nan_rows_message(n_bad, bad_rows))
+    if n == 0:
         raise ValueError(f"X has no finite rows (all {n_bad} hold NaN or inf): there "
                          "is nothing to add; pass a batch with finite rows")
-    return batch
 
 
 def _replan(model: Any, st: StreamState) -> None:
@@ -441,11 +445,7 @@ def _update(model: Any, X: Any, sample_dim: Any = None) -> None:
         exts = [window_ext(kept, b, block.mb) for b, block in enumerate(summary.blocks)]
 
     def check(scan: BatchScan) -> None:
-        if scan.n_bad and model.nan_policy == "raise":
-            raise ValueError(nan_rows_message(scan.n_bad, scan.bad_rows))
-        if scan.n == 0:
-            raise ValueError(f"X has no finite rows (all {scan.n_bad} hold NaN or inf): there "
-                             "is nothing to add; pass a batch with finite rows")
+        _check_rows(model, scan.n, scan.n_bad, scan.bad_rows)
 
     token = tokenize(model._fit_token, data.array.name, fresh_token())
     x = data.array if held is None else da.from_array(held, chunks=(
