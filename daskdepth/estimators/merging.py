@@ -43,8 +43,6 @@ from ..summary.streaming import (
     sample_rows,
     stream_block,
 )
-
-#: ``partial_fit`` warns (once per model, :class:`~daskdepth.StreamBoundWarning`)
 from .streaming import _fix_bounds, _split_bounds, _started, _sum_counts, refresh
 
 
@@ -93,14 +91,12 @@ def template(model: Any) -> Any:
     (0, 1200, 2)
     """
     _check_capable(model, "daskdepth.template")
-    source = copy.copy(model)  # the stream started on a copy: the model is left as it was
-    source.__dict__ = dict(model.__dict__)
+    source = _copy(model)  # the stream started on a copy: the model is left as it was
     if "_stream" in source.__dict__:
         source._stream = copy.copy(model._stream)
     st = _started(source)
     summary = source.summary_
-    out = copy.copy(source)
-    out.__dict__ = dict(source.__dict__)
+    out = _copy(source)
     out.summary_ = empty_summary(summary, _split_bounds(summary, st.bounds))
     out.n_samples_fit_ = 0
     out.n_batches_ = 0
@@ -262,23 +258,12 @@ def merge(models: Any) -> Any:
         ext = _sum_counts([BatchCounts(np.zeros(0), e) for e in exts[b]]).ext
         blocks.append(stream_block(block.j0, block.j1, bases0[b][0], bases0[b][1], totals[b],
                                    ext))
-    out = copy.copy(first)
-    out.__dict__ = dict(first.__dict__)
+    out = _copy(first)
     summary = first.summary_
     out.summary_ = DepthSummary(summary.location, summary.directions, blocks, n)
-    out.n_samples_fit_ = n
-    out.n_batches_ = int(sum(int(m.__dict__.get("n_batches_", 1)) for m in models))
-    out.batch_rows_ = np.concatenate([
-        np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
-        for m in models])
-    samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
-    out._stream = StreamState(bounds0.copy(),
-                              merge_samples(samples, sample_rows(first.n_features_in_)) if samples
-                              else RowSample.empty(first.n_features_in_))
-    out.__dict__.pop("_bound_warned", None)
-    out.__dict__["verbose"] = first.verbose
-    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
-    refresh(out, token, "daskdepth.merge")
+    _merged_counters(out, models, n)
+    out._stream = StreamState(bounds0.copy(), _merged_sample(models))
+    _refresh_merged(out, models)
     return out
 
 
@@ -359,14 +344,12 @@ def _merge_rows(models: list[Any], rows: np.ndarray) -> Any:
     first = models[0]
     d = int(first.n_features_in_)
     new, _ = replan_rows(first.summary_, rows, float(first.tol), STREAM_FILL, first._statistic)
-    out = copy.copy(first)
-    out.__dict__ = dict(first.__dict__)
+    out = _copy(first)
     st = StreamState(None, bottom_rows(rows, sample_rows(d)), rows=rows)  # type: ignore[arg-type]
     out._stream = st
     _fix_bounds(out, st, new)
     _merged_counters(out, models, int(new.n))
-    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
-    refresh(out, token, "daskdepth.merge")
+    _refresh_merged(out, models)
     return out
 
 
@@ -379,6 +362,27 @@ def _merged_counters(out: Any, models: list[Any], n: int) -> None:
         for m in models])
     out.__dict__.pop("_bound_warned", None)
     out.__dict__["verbose"] = models[0].verbose
+
+
+def _merged_sample(models: list[Any]) -> RowSample:
+    """The content-keyed row sample of the models' rows (empty when none has one)."""
+    d = int(models[0].n_features_in_)
+    samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
+    return merge_samples(samples, sample_rows(d)) if samples else RowSample.empty(d)
+
+
+def _refresh_merged(out: Any, models: list[Any]) -> None:
+    """The merged model's token (from the models' tokens in no order, and a fresh part),
+    and the attributes that follow its summary (:func:`~.streaming.refresh`)."""
+    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
+    refresh(out, token, "daskdepth.merge")
+
+
+def _copy(model: Any) -> Any:
+    """A shallow copy of ``model`` with an attribute dict of its own (the values shared)."""
+    out = copy.copy(model)
+    out.__dict__ = dict(model.__dict__)
+    return out
 
 
 def _exact_blocks(model: Any) -> list[BlockSorted] | None:
@@ -428,23 +432,11 @@ def _merge_exact(models: list[Any], exact: list[list[BlockSorted]]) -> Any:
         union, _ = convert_exact(union, tol)
         parts = block_bounds(union)
         bounds = np.concatenate(parts) if parts else np.zeros((0, 2))
-    out = copy.copy(first)
-    out.__dict__ = dict(first.__dict__)
+    out = _copy(first)
     out.summary_ = union
-    out.n_samples_fit_ = n
-    out.n_batches_ = int(sum(int(m.__dict__.get("n_batches_", 1)) for m in models))
-    out.batch_rows_ = np.concatenate([
-        np.asarray(m.__dict__.get("batch_rows_", [m.n_samples_fit_]), dtype=np.int64)
-        for m in models])
-    if rows is not None:
-        sample = bottom_rows(rows, k)
-    else:
-        samples = [m._stream.sample for m in models if "_stream" in m.__dict__]
-        sample = merge_samples(samples, k) if samples else RowSample.empty(d)
+    _merged_counters(out, models, n)
+    sample = bottom_rows(rows, k) if rows is not None else _merged_sample(models)
     held = rows if bounds is not None and n <= row_limit(d, tol) else None
     out._stream = StreamState(bounds, sample, rows=held)  # type: ignore[arg-type]
-    out.__dict__.pop("_bound_warned", None)
-    out.__dict__["verbose"] = first.verbose
-    token = tokenize("merge", sorted(str(m._fit_token) for m in models), fresh_token())
-    refresh(out, token, "daskdepth.merge")
+    _refresh_merged(out, models)
     return out
