@@ -124,6 +124,47 @@ def _count_lt(s, q, t0, m, span, out):
 
 
 @kernel
+def _guide_table(n, guided):
+    """An uninitialised guide table for ``n`` sorted values (:func:`_guide`), or an
+    empty one (``guided`` false: searches over the whole array)."""
+    return np.empty(max(16, int(GUIDE_CELLS_PER_VALUE * n)) + 3 if guided else 0,
+                    dtype=np.int64)
+
+
+@kernel
+def _guide_or_whole(s, tab):
+    """:func:`_guide`'s ``(lo, sc, gm, span)`` for ``s``, or for a window that is the
+    whole array when ``tab`` is empty (:func:`_guide_table`)."""
+    if tab.size == 0:
+        return 0.0, 1.0, 0.5, s.size
+    return _guide(s, tab)
+
+
+@kernel
+def _tile_counts(s, q, t0, m, tab, lo, sc, gm, span, le, lt):
+    """``le[i] = #{s <= q[t0 + i]}`` and ``lt[i] = #{s < q[t0 + i]}`` for ``i < m``.
+
+    ``tab``, ``lo``, ``sc``, ``gm``, ``span`` are :func:`_guide_or_whole`'s for
+    ``s``.  ``lt`` needs a second search only in tiles where a row ties with a
+    value of ``s``; elsewhere it equals ``le``.
+    """
+    if tab.size:
+        _window_starts(s, q, t0, m, tab, lo, sc, gm, span, le)
+    else:
+        le[:m] = 0
+    lt[:m] = le[:m]
+    _count_le(s, q, t0, m, span, le)
+    tie = False
+    for i in range(m):
+        b = le[i]
+        tie |= b > 0 and s[b - 1] == q[t0 + i]
+    if tie:
+        _count_lt(s, q, t0, m, span, lt)
+    else:
+        lt[:m] = le[:m]
+
+
+@kernel
 def in_sample_counts(P, S, out):
     """Add, for every reference row ``i``, ``min(L, G)`` over the directions to ``out[i]``.
 
@@ -133,7 +174,7 @@ def in_sample_counts(P, S, out):
     values) and the run's start gives ``G``.
     """
     mb, n = P.shape
-    tab = np.empty(max(16, int(GUIDE_CELLS_PER_VALUE * n)) + 3, dtype=np.int64)
+    tab = _guide_table(n, True)
     start = np.empty(n, dtype=np.int64)
     le = np.empty(TILE, dtype=np.int64)
     for jj in range(mb):
@@ -164,35 +205,16 @@ def score_sorted(P, valid, S, mode, out, out_sq):
     """
     mb, nr = P.shape
     n = S.shape[1]
-    guided = nr >= GUIDE_MIN_ROWS_PER_VALUE * n
-    tab = np.empty(max(16, int(GUIDE_CELLS_PER_VALUE * n)) + 3 if guided else 0,
-                   dtype=np.int64)
+    tab = _guide_table(n, nr >= GUIDE_MIN_ROWS_PER_VALUE * n)
     le = np.empty(TILE, dtype=np.int64)
     lt = np.empty(TILE, dtype=np.int64)
-    starts = np.empty(TILE, dtype=np.int64)
-    lo, sc, gm, span = 0.0, 1.0, 0.5, n
     for jj in range(mb):
         s = S[jj]
         p = P[jj]
-        if guided:
-            lo, sc, gm, span = _guide(s, tab)
+        lo, sc, gm, span = _guide_or_whole(s, tab)
         for t0 in range(0, nr, TILE):
             m = min(TILE, nr - t0)
-            if guided:
-                _window_starts(s, p, t0, m, tab, lo, sc, gm, span, starts)
-            else:
-                starts[:m] = 0
-            le[:m] = starts[:m]
-            _count_le(s, p, t0, m, span, le)
-            tie = False
-            for i in range(m):
-                b = le[i]
-                tie |= b > 0 and s[b - 1] == p[t0 + i]
-            if tie:
-                lt[:m] = starts[:m]
-                _count_lt(s, p, t0, m, span, lt)
-            else:
-                lt[:m] = le[:m]
+            _tile_counts(s, p, t0, m, tab, lo, sc, gm, span, le, lt)
             for i in range(m):
                 if not valid[t0 + i]:
                     continue

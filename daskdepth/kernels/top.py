@@ -20,14 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
-from .ranks import (
-    GUIDE_CELLS_PER_VALUE,
-    GUIDE_MIN_ROWS_PER_VALUE,
-    _count_le,
-    _count_lt,
-    _guide,
-    _window_starts,
-)
+from .ranks import GUIDE_MIN_ROWS_PER_VALUE, _guide_or_whole, _guide_table, _tile_counts
 from .ranks import TILE as SORTED_TILE
 from .routing import TILE, direction_grid, route_tile
 
@@ -159,29 +152,17 @@ def top_sorted(P, valid, S, j0, inv_scale, tv, tt, td, ts):
     """
     mb, nr = P.shape
     n = S.shape[1]
-    guided = nr >= GUIDE_MIN_ROWS_PER_VALUE * n
-    tab = np.empty(max(16, int(GUIDE_CELLS_PER_VALUE * n)) + 3 if guided else 0,
-                   dtype=np.int64)
+    tab = _guide_table(n, nr >= GUIDE_MIN_ROWS_PER_VALUE * n)
     le = np.empty(SORTED_TILE, dtype=np.int64)
     lt = np.empty(SORTED_TILE, dtype=np.int64)
-    starts = np.empty(SORTED_TILE, dtype=np.int64)
-    lo, sc, gm, span = 0.0, 1.0, 0.5, n
     thr = tv[:, tv.shape[1] - 1].copy()
     for jj in range(mb):
         s = S[jj]
         p = P[jj]
-        if guided:
-            lo, sc, gm, span = _guide(s, tab)
+        lo, sc, gm, span = _guide_or_whole(s, tab)
         for t0 in range(0, nr, SORTED_TILE):
             m = min(SORTED_TILE, nr - t0)
-            if guided:
-                _window_starts(s, p, t0, m, tab, lo, sc, gm, span, starts)
-            else:
-                starts[:m] = 0
-            le[:m] = starts[:m]
-            _count_le(s, p, t0, m, span, le)
-            lt[:m] = starts[:m]
-            _count_lt(s, p, t0, m, span, lt)
+            _tile_counts(s, p, t0, m, tab, lo, sc, gm, span, le, lt)
             for i in range(m):
                 if not valid[t0 + i]:
                     continue
