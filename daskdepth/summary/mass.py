@@ -7,13 +7,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..kernels.mass import mass_scores
-from .leaves import _check_array, _check_int
-from .nbytes import describe_bytes
+from .perdirection import PerDirection
 from .rows import prepare_rows
 
 
-@dataclass
-class MassSummary:
+@dataclass(repr=False)
+class MassSummary(PerDirection):
     """Everything needed to score points with the half-space mass of Chen et al. (2015).
 
     Half-space ``j`` splits direction ``directions[j]`` at ``splits[j]`` (on
@@ -21,6 +20,12 @@ class MassSummary:
     subsample strictly below the split, so a point below gets mass ``left[j]``
     and any other point ``1 - left[j]``.  ``n`` is the number of reference rows
     the subsamples were drawn from.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> MassSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3) / 2, 100)
+    <MassSummary: n=100 rows, d=2, 3 half-spaces, 96 bytes>
     """
 
     location: np.ndarray
@@ -29,22 +34,8 @@ class MassSummary:
     left: np.ndarray
     n: int
 
-    @property
-    def nbytes(self) -> int:
-        return self.directions.nbytes + self.splits.nbytes + self.left.nbytes
-
-    def __repr__(self) -> str:
-        """One line (the dataclass's repr printed every array).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> MassSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3) / 2, 100)
-        <MassSummary: n=100 rows, d=2, 3 half-spaces, 96 bytes>
-        """
-        m, d = (int(v) for v in self.directions.shape)
-        return (f"<MassSummary: n={self.n:,} rows, d={d}, {m:,} half-space{'s' * (m != 1)}, "
-                f"{describe_bytes(self.nbytes)}>")
+    per_direction = ("splits", "left")
+    noun = "half-space"
 
     def validate(self) -> None:
         """Refuse a summary this package could not have built (e.g. loaded from a file).
@@ -58,14 +49,7 @@ class MassSummary:
         ValueError
             Naming the first field that is wrong.
         """
-        _check_int(self.n, "n", 1)
-        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
-            raise ValueError("directions is not a 2-D array")
-        m, d = self.directions.shape
-        _check_array(self.location, "location", (np.float64,), (d,))
-        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), max(d, 1)))
-        _check_array(self.splits, "splits", (np.float64,), (m,))
-        _check_array(self.left, "left", (np.float64,), (m,))
+        self._check_shapes()
         if not all(np.isfinite(a).all() for a in (self.location, self.directions, self.splits)):
             raise ValueError("location, directions or splits hold values that are not finite")
         if not ((self.left >= 0) & (self.left <= 1)).all():

@@ -8,19 +8,24 @@ import numpy as np
 
 from ..kernels.projection import projection_depth, projection_top
 from ..kernels.top import empty_top
-from .leaves import _check_array, _check_int
-from .nbytes import describe_bytes
+from .perdirection import PerDirection
 from .rows import Rows, prepare_rows
 
 
-@dataclass
-class ProjectionSummary:
+@dataclass(repr=False)
+class ProjectionSummary(PerDirection):
     """Everything needed to score points with the projection depth: two numbers per direction.
 
     ``medians[j]`` is the median of the reference rows' projections
     ``<row - location, directions[j]>`` (the mean of the two middle ones for an
     even count, as NumPy's) and ``mads[j]`` the median of their absolute
     deviations from it (unscaled).  ``n`` is the number of reference rows.
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> ProjectionSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3), 100)
+    <ProjectionSummary: n=100 rows, d=2, 3 directions, 96 bytes>
     """
 
     location: np.ndarray
@@ -29,22 +34,8 @@ class ProjectionSummary:
     mads: np.ndarray
     n: int
 
-    @property
-    def nbytes(self) -> int:
-        return self.directions.nbytes + self.medians.nbytes + self.mads.nbytes
-
-    def __repr__(self) -> str:
-        """One line (the dataclass's repr printed every array).
-
-        Examples
-        --------
-        >>> import numpy as np
-        >>> ProjectionSummary(np.zeros(2), np.ones((3, 2)), np.zeros(3), np.ones(3), 100)
-        <ProjectionSummary: n=100 rows, d=2, 3 directions, 96 bytes>
-        """
-        m, d = (int(v) for v in self.directions.shape)
-        return (f"<ProjectionSummary: n={self.n:,} rows, d={d}, {m:,} direction"
-                f"{'s' * (m != 1)}, {describe_bytes(self.nbytes)}>")
+    per_direction = ("medians", "mads")
+    noun = "direction"
 
     def validate(self) -> None:
         """Refuse a summary this package could not have built (e.g. loaded from a file).
@@ -58,14 +49,7 @@ class ProjectionSummary:
         ValueError
             Naming the first field that is wrong.
         """
-        _check_int(self.n, "n", 1)
-        if not isinstance(self.directions, np.ndarray) or self.directions.ndim != 2:
-            raise ValueError("directions is not a 2-D array")
-        m, d = self.directions.shape
-        _check_array(self.location, "location", (np.float64,), (d,))
-        _check_array(self.directions, "directions", (np.float64,), (max(m, 1), max(d, 1)))
-        _check_array(self.medians, "medians", (np.float64,), (m,))
-        _check_array(self.mads, "mads", (np.float64,), (m,))
+        self._check_shapes()
         if not all(np.isfinite(a).all() for a in (self.location, self.directions, self.medians,
                                                   self.mads)):
             raise ValueError("location, directions, medians or mads hold values that are not "
