@@ -278,6 +278,15 @@ def build_parser() -> argparse.ArgumentParser:
     source.add_argument("--fill-missing-chunks", action="store_true",
                         help="read missing chunks of INPUT as its fill value instead of failing "
                              "(for stores written without chunks of fill values)")
+
+    def reading(p: argparse.ArgumentParser) -> None:
+        """Give ``p`` the options of ``source`` that say how INPUT is read (--array,
+        --sample-dim, --fill-missing-chunks): for the commands that write no output
+        store (drift, update), which take no --overwrite."""
+        for action in source._actions:
+            if action.dest in ("array", "sample_dim", "fill_missing_chunks"):
+                p._add_action(action)
+
     # The jobs that write depths: --std adds their standard errors.
     scoring = argparse.ArgumentParser(add_help=False)
     scoring.add_argument("--std", action="store_true",
@@ -361,9 +370,7 @@ def build_parser() -> argparse.ArgumentParser:
                    metavar="A", default=None,
                    help="exit with status 1 when the p-value is below A (drift), so that a "
                         "pipeline can stop (default: exit 0 whatever the p-value)")
-    for action in source._actions:  # --array, --sample-dim, --fill-missing-chunks
-        if action.dest in ("array", "sample_dim", "fill_missing_chunks"):
-            p._add_action(action)
+    reading(p)
     p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                    help="rows with NaN/inf: fail (raise) or leave them out (omit) "
                         "(default: the model's, as given to 'fit')")
@@ -382,9 +389,7 @@ def build_parser() -> argparse.ArgumentParser:
                                    + ").")
     p.add_argument("model", metavar="MODEL", help="model saved by 'daskdepth fit' (replaced)")
     p.add_argument("input", metavar="INPUT", help="Zarr store of new rows")
-    for action in source._actions:  # --array, --sample-dim, --fill-missing-chunks
-        if action.dest in ("array", "sample_dim", "fill_missing_chunks"):
-            p._add_action(action)
+    reading(p)
     p.add_argument("--nan-policy", choices=("raise", "omit"), default=None,
                    help="rows with NaN/inf: fail (raise) or leave them out (omit) "
                         "(default: the model's, as given to 'fit'; kept in the model)")
