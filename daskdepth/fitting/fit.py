@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -284,15 +285,32 @@ def _check_plan(n: int, d: int, m: int, tol: float) -> None:
         raise FitTooLargeError(too_large)
 
 
-def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
-    """Refuse non-finite rows under ``nan_policy='raise'``, and fewer than 2 finite rows."""
-    if mom.n_bad and nan_policy == "raise":
-        raise ValueError(nan_rows_message(mom.n_bad, mom.bad_rows))
-    if mom.n < 2:
+def check_finite_rows(n: int, n_bad: int, bad_rows: Sequence[int], n_total: int,
+                      nan_policy: str) -> None:
+    """Refuse non-finite rows under ``nan_policy='raise'``, and fewer than 2 finite rows.
+
+    ``n`` finite rows and ``n_bad`` others (the first of them ``bad_rows``) were
+    found among the ``n_total`` rows of the input.
+
+    Examples
+    --------
+    >>> check_finite_rows(1, 0, [], 3, "omit")
+    Traceback (most recent call last):
+    ...
+    ValueError: only 1 finite rows remain out of 3; a depth reference needs at least 2
+    """
+    if n_bad and nan_policy == "raise":
+        raise ValueError(nan_rows_message(n_bad, bad_rows))
+    if n < 2:
         raise ValueError(
-            f"only {mom.n} finite rows remain out of {n_total}; a depth reference needs at "
+            f"only {n} finite rows remain out of {n_total}; a depth reference needs at "
             "least 2"
         )
+
+
+def _check_rows(mom: ChunkMoments, n_total: int, nan_policy: str) -> None:
+    """:func:`check_finite_rows` for the moments' counts, and a mean that does not overflow."""
+    check_finite_rows(mom.n, mom.n_bad, mom.bad_rows, n_total, nan_policy)
     # Rows spread over most of float64's range (e.g. +-1e308): their differences, so the
     # mean and every centred projection, overflow; a NaN location would score every row
     # as the deepest.

@@ -16,7 +16,7 @@ import dask.array as da
 import numpy as np
 from dask.base import tokenize
 
-from ..errors import FitTooLargeError, nan_rows_message
+from ..errors import FitTooLargeError
 from ..kernels.directions import uniform_sphere
 from ..kernels.mass import subsample_projections
 from ..passes.sampling import RowSample, row_sample_pass
@@ -24,7 +24,7 @@ from ..runtime.keys import fresh_token
 from ..runtime.refusals import mass_plan_message
 from ..summary.mass import MassSummary
 from ..summary.statistics import WHOLE
-from .fit import SAMPLE_BYTES, SAMPLE_MAX, draw_seed
+from .fit import SAMPLE_BYTES, SAMPLE_MAX, check_finite_rows, draw_seed
 from .offset import SAMPLE_SIZE, offset_depths
 
 #: Rows of the pool per subsampled row (``t * psi`` of them): with a pool this
@@ -98,14 +98,9 @@ def fit_mass(x: da.Array, *, n_halfspaces: int, psi: int, scope: float,
 
 
 def _check_pool(pool: RowSample, n_total: int, nan_policy: str) -> None:
-    """Refuse non-finite rows under ``nan_policy='raise'``, and fewer than 2 finite rows."""
-    if pool.n_bad and nan_policy == "raise":
-        raise ValueError(nan_rows_message(pool.n_bad, pool.bad_rows))
-    if pool.n < 2:
-        raise ValueError(
-            f"only {pool.n} finite rows remain out of {n_total}; a depth reference needs at "
-            "least 2"
-        )
+    """:func:`~daskdepth.fitting.fit.check_finite_rows` for the pool's counts, and a pool
+    of at least 2 rows."""
+    check_finite_rows(pool.n, pool.n_bad, pool.bad_rows, n_total, nan_policy)
     if pool.rows.shape[0] < 2:  # pragma: no cover - a Bernoulli sample of >= 65,536 rows
         raise RuntimeError("the row sample of the half-space mass holds fewer than 2 rows; "
                            "please report this with the input's shape and chunks")
