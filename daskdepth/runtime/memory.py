@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import os
 from dataclasses import dataclass
+from typing import Any
 
 from distributed.system import MEMORY_LIMIT
 
@@ -74,6 +75,18 @@ class WorkerMemory:
         return max(1, int(self.per_thread * TASK_SHARE))
 
 
+def _connected_workers() -> list[dict[str, Any]] | None:
+    """The scheduler's records of the active distributed client's workers; None without
+    a client, or when the scheduler did not answer."""
+    client = active_client()
+    if client is None:
+        return None
+    try:
+        return list(worker_records(client).values())
+    except Exception:  # pragma: no cover - the scheduler did not answer
+        return None
+
+
 def local_memory() -> WorkerMemory:
     """The machine's memory (cgroup-aware) shared by the local threaded scheduler."""
     return WorkerMemory(int(MEMORY_LIMIT), os.cpu_count() or 1)
@@ -93,14 +106,9 @@ def worker_memory() -> WorkerMemory:
     True
     """
     local = local_memory()
-    client = active_client()
-    if client is None:
+    workers = _connected_workers()
+    if workers is None:
         return local
-    try:
-        workers = worker_records(client).values()
-    except Exception:  # pragma: no cover - the scheduler did not answer
-        return local
-    workers = list(workers)
     best: WorkerMemory | None = None
     for w in workers:
         limit = int(w.get("memory_limit") or 0) or local.limit
@@ -326,12 +334,8 @@ def free_worker_memory() -> int | None:
     heartbeat: libraries, compiled kernels, the summary blocks already
     finished); None without a distributed client or without metrics.
     """
-    client = active_client()
-    if client is None:
-        return None
-    try:
-        workers = worker_records(client).values()
-    except Exception:  # pragma: no cover - the scheduler did not answer
+    workers = _connected_workers()
+    if workers is None:
         return None
     free = []
     for w in workers:
