@@ -295,20 +295,33 @@ def row_groups(x: da.Array, gated: bool) -> list[RowGroup] | None:
     read such chunks as fast as workers have slots, and a group adding them one
     after the other would let them pile up in memory.
     """
-    client = active_client()
-    if client is None:
+    placed = placed_chunks(x, gated)
+    if placed is None:
         return None
-    threads = worker_threads(client)
-    workers = list(threads)
-    owner = chunk_owners(x, workers, strict=not gated)
-    if owner is None:
-        return None
+    threads, owner = placed
     groups: list[RowGroup] = []
-    for w in workers:
+    for w in threads:
         members = [i for i, o in enumerate(owner) if o == w]
         parts = spread_runs(len(members), threads.get(w, 1))
         groups += [RowGroup(w, [members[k] for k in part]) for part in parts if len(part)]
     return groups
+
+
+def placed_chunks(x: da.Array, gated: bool) -> tuple[dict[str, int], list[str]] | None:
+    """The connected workers' threads (:func:`worker_threads`) and the worker of each
+    row chunk of ``x`` (:func:`chunk_owners`, strict unless its reads are ``gated``).
+
+    None without a distributed client, and when some chunk is neither held on the
+    cluster nor read in its turn.
+    """
+    client = active_client()
+    if client is None:
+        return None
+    threads = worker_threads(client)
+    owner = chunk_owners(x, list(threads), strict=not gated)
+    if owner is None:
+        return None
+    return threads, owner
 
 
 def chunk_owners(x: da.Array, workers: Sequence[str], strict: bool = False) -> list[str] | None:

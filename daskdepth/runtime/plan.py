@@ -49,12 +49,11 @@ from .memory import shard_summary
 from .placement import (
     RowGroup,
     Shard,
-    chunk_owners,
     fold_homes,
+    placed_chunks,
     row_groups,
     shards,
     spread_runs,
-    worker_threads,
 )
 from .reads import ChunkRead
 from .replicas import pass_width, replicate
@@ -149,13 +148,12 @@ def _replicas(x: da.Array, blocks: Sequence[Any], plan: PassPlan, gated: bool,
     neither held on the cluster nor read in its turn, or when copying the
     blocks would move more than the rows.
     """
-    client = active_client()
-    if client is None:
+    placed = placed_chunks(x, gated)
+    if placed is None:
         return None
-    threads = worker_threads(client)
+    threads, owners = placed
     workers = list(threads)
-    owners = chunk_owners(x, workers, strict=not gated)
-    if len(workers) < 2 or owners is None:
+    if len(workers) < 2:
         return None
     nbytes = sum(int(b.nbytes) for b in blocks)
     k = pass_width(int(x.shape[0]) * int(x.shape[1]) * 8, nbytes, len(workers))
