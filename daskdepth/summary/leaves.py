@@ -205,8 +205,7 @@ class BlockLeaves:
         ValueError
             Naming the first field that is wrong.
         """
-        _check_int(self.j0, "j0", 0)
-        _check_int(self.j1, "j1", self.j0 + 1)
+        _check_range(self.j0, self.j1)
         mb = self.mb
         cptr = _check_array(self.cptr, "cptr", (np.int64,), (mb + 1,))
         steps = np.diff(cptr)
@@ -441,6 +440,12 @@ def _check_int(value: object, name: str, low: int) -> None:
         raise ValueError(f"{name} is a {type(value).__name__}, not an integer")
     if value < low:
         raise ValueError(f"{name} is {value}, less than {low}")
+
+
+def _check_range(j0: int, j1: int) -> None:
+    """Refuse a block's directions ``j0 .. j1 - 1`` unless ``j0 >= 0`` and ``j1 > j0`` are ints."""
+    _check_int(j0, "j0", 0)
+    _check_int(j1, "j1", j0 + 1)
 
 
 def _check_array(value: object, name: str, dtypes: tuple[type, ...],

@@ -20,7 +20,7 @@ import numpy as np
 from ..kernels.ranks import clamp_projections, in_sample_counts, score_sorted
 from ..kernels.routing import project, project_columns
 from ..kernels.top import top_sorted
-from .leaves import _check_array, _check_int
+from .leaves import _check_array, _check_range
 
 
 @dataclass
@@ -136,8 +136,7 @@ class BlockSorted:
         ValueError
             Naming the first field that is wrong.
         """
-        _check_int(self.j0, "j0", 0)
-        _check_int(self.j1, "j1", self.j0 + 1)
+        _check_range(self.j0, self.j1)
         values = _check_array(self.values, "values", (np.float64,), (self.mb, n))
         if np.isnan(values).any():
             raise ValueError("values hold NaN")
