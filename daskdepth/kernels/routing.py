@@ -11,10 +11,13 @@ other leaf by ``count / 2`` rows.
 
 Routing, counting and scoring are fused per direction block and tiled: for
 each group of directions whose tables fit half of L2 (:func:`route_groups`),
-each tile of rows is read once, projected on four directions at a time with
-a fixed-order product (rows in SIMD lanes, :func:`project_tile`), and routed
-and used on each direction while its projections are in L1.  Projections are
-never stored beyond a tile, for any number of features.
+each tile of rows is projected on four directions at a time with a
+fixed-order product (rows in SIMD lanes, :func:`project_tile`), and routed
+and used on each direction while its projections are in L1.  The tiles'
+columns come from a copy of the chunk's columns made once per kernel call
+when several groups read them (:func:`load_columns`), else from a copy of
+each tile (:func:`load_tile`).  Projections are never stored beyond a tile,
+for any number of features.
 """
 
 from __future__ import annotations
@@ -525,31 +528,46 @@ TILE_PAD = 8
 
 
 @kernel
-def tile_buffers(proj):
-    """A tile's columns ``(d, rows)``, four directions' projections, leaves, and ``rows``.
+def tile_buffers(proj, valid, whole):
+    """The rows' columns, four directions' projections, leaves, and ``rows`` (the tile).
 
-    ``rows``: :data:`ROW_TILE`, fewer for wide rows (:data:`TILE_COLUMN_BYTES`);
-    no columns when the projections are given (``proj.direct``).  The 2-d
-    buffers' rows are :data:`TILE_PAD` doubles longer than ``rows``.
+    ``rows``: :data:`ROW_TILE`, fewer for wide rows (:data:`TILE_COLUMN_BYTES`).
+    The columns: with ``whole``, the chunk's ``(d, n)``, loaded here
+    (:func:`load_columns`); else a tile's ``(d, rows)``, which the caller fills
+    per tile (:func:`load_tile`); none when the projections are given
+    (``proj.direct``).  The tile buffers' rows are :data:`TILE_PAD` doubles
+    longer than ``rows``.
     """
     d = proj.X.shape[1]
     rows = min(ROW_TILE, max(ROW_TILE_MIN, TILE_COLUMN_BYTES // (8 * max(d, 1)) // 64 * 64))
-    return (np.empty((0 if proj.direct else d, rows + TILE_PAD)),
-            np.empty((4, rows + TILE_PAD)), np.empty(rows, dtype=np.uint64), rows)
+    if proj.direct:
+        xt = np.empty((0, 0))
+    elif whole:
+        xt = load_columns(proj.X, valid, rows)
+    else:
+        xt = np.empty((d, rows + TILE_PAD))
+    return xt, np.empty((4, rows + TILE_PAD)), np.empty(rows, dtype=np.uint64), rows
+
+
+@kernel
+def whole_chunk(proj, groups):
+    """Whether the block kernels load the chunk's columns at once: several groups read them.
+
+    With one direction group each tile's columns are read once anyway, and
+    loading them per tile (:func:`load_tile`, into L1) was faster than
+    copying the chunk first (0.87x at ``d = 10``, ``tol = 1e-3``, one group
+    of 32 directions: median of 7 interleaved runs, process CPU time).
+    """
+    return not proj.direct and groups.size > 2
 
 
 @kernel
 def load_tile(X, valid, t0, m, xt):
     """Columns of rows ``t0 .. t0 + m - 1`` of ``X`` into ``xt[:, :m]`` (a transpose).
 
-    Invalid rows get zeros, so that their projections are exactly 0 (the sum
-    of :func:`project_tile` starts at 0.0, and ``0.0 + -0.0`` is 0.0) without
-    a test per projection.
+    Invalid rows get zeros, as in :func:`load_columns`.
     """
     d = X.shape[1]
-    # Column by column for both layouts: contiguous (SIMD) stores, and reads
-    # that stay in L1 / L2 (the tile's rows); faster than row by row for C-ordered
-    # rows too (measured 1.3 -> 0.96 ns per row-direction at d = 10, groups of 8).
     for k in range(d):
         for i in range(m):
             xt[k, i] = X[t0 + i, k]
@@ -560,16 +578,59 @@ def load_tile(X, valid, t0, m, xt):
 
 
 @kernel
-def project_tile(proj, valid, xt, j, g, t0, m, pb):
+def load_columns(X, valid, rows):
+    """The chunk's columns ``(d, n)``, invalid rows zeroed: a transpose, once per kernel call.
+
+    Invalid rows get zeros, so that their projections are exactly 0 (the sum
+    of :func:`project_tile` starts at 0.0, and ``0.0 + -0.0`` is 0.0) without
+    a test per projection.  The copy costs about the chunk's size in memory
+    (``8 d n`` bytes, as many as ``X``) for the kernel call; every direction
+    group then reads its tiles' columns from it (:func:`project_tile`) instead
+    of transposing each tile again per group.  Rows of the buffer are
+    :func:`column_stride` doubles apart, never a multiple of 4 KiB (see
+    :data:`TILE_PAD`).
+    """
+    n, d = X.shape
+    xt = np.empty((d, column_stride(n)))
+    # Tile by tile and column by column for both layouts: contiguous (SIMD)
+    # stores, and reads that stay in L1 / L2 (the tile's rows); faster than row
+    # by row for C-ordered rows too (measured 1.3 -> 0.96 ns per row-direction
+    # at d = 10, groups of 8, when each group transposed its tiles).
+    for t0 in range(0, n, rows):
+        m = min(rows, n - t0)
+        for k in range(d):
+            for i in range(m):
+                xt[k, t0 + i] = X[t0 + i, k]
+    for i in range(n):
+        if not valid[i]:
+            for k in range(d):
+                xt[k, i] = 0.0
+    return xt
+
+
+@kernel
+def column_stride(n):
+    """Doubles between the rows of :func:`load_columns`' buffer: ``n`` rounded up, plus a pad.
+
+    A multiple of :data:`ROW_TILE` plus :data:`TILE_PAD`, so that the rows
+    are never a multiple of 4 KiB apart (4K aliasing, see :data:`TILE_PAD`).
+    """
+    return (n + ROW_TILE - 1) // ROW_TILE * ROW_TILE + TILE_PAD
+
+
+@kernel
+def project_tile(proj, valid, xt, x0, j, g, t0, m, pb):
     """Projections of a tile's rows on directions ``j .. j + g - 1`` (``g`` 1 or 4) into ``pb``.
 
-    ``xt`` holds the columns of rows ``t0 .. t0 + m - 1`` (:func:`load_tile`),
-    ``pb[q, s]`` receives row ``t0 + s``'s projection on direction ``j + q``,
-    summed feature by feature from 0.0 in a fixed order (:func:`_madd4x4`, rows
-    in SIMD lanes, a product then a sum, never fused), so the same bits as
-    :func:`route_tile`'s inline sum and :func:`project`; with ``proj.direct``
-    they are copied from ``P``.  Overflows are clamped (:data:`MAXF`) and
-    invalid rows get 0 (zero columns from :func:`load_tile`).
+    ``xt[:, x0:x0 + m]`` holds the columns of rows ``t0 .. t0 + m - 1`` (the
+    chunk's columns with ``x0 = t0``, :func:`load_columns`, or the tile's with
+    ``x0 = 0``, :func:`load_tile`); ``pb[q, s]`` receives row ``t0 + s``'s
+    projection on direction ``j + q``, summed feature by feature from 0.0 in a
+    fixed order (:func:`_madd4x4`, rows in SIMD lanes, a product then a sum,
+    never fused), so the same bits as :func:`route_tile`'s inline sum and
+    :func:`project`; with ``proj.direct`` they are copied from ``P``.
+    Overflows are clamped (:data:`MAXF`) and invalid rows get 0 (zero
+    columns, or zeroed here when the projections are given).
     """
     V = proj.V
     if proj.direct:
@@ -577,29 +638,30 @@ def project_tile(proj, valid, xt, j, g, t0, m, pb):
             pb[q, :m] = proj.P[j + q, t0:t0 + m]
     else:
         d = xt.shape[0]
+        x1 = x0 + m
         for q in range(g):
             pb[q, :m] = 0.0
         k = 0
         while k + 4 <= d:
             if g == 4:
-                _madd4x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m],
-                         xt[k, :m], xt[k + 1, :m], xt[k + 2, :m], xt[k + 3, :m], V, j, k)
+                _madd4x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, x0:x1],
+                         xt[k + 1, x0:x1], xt[k + 2, x0:x1], xt[k + 3, x0:x1], V, j, k)
             else:
                 for q in range(g):
-                    _madd4x1(pb[q, :m], xt[k, :m], xt[k + 1, :m], xt[k + 2, :m],
-                             xt[k + 3, :m], V, j + q, k)
+                    _madd4x1(pb[q, :m], xt[k, x0:x1], xt[k + 1, x0:x1], xt[k + 2, x0:x1],
+                             xt[k + 3, x0:x1], V, j + q, k)
             k += 4
         if g == 4:  # the last d % 4 features, four directions per sweep
             if k + 2 <= d:
-                _madd2x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, :m], xt[k + 1, :m],
-                         V, j, k)
+                _madd2x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, x0:x1],
+                         xt[k + 1, x0:x1], V, j, k)
                 k += 2
             if k < d:
-                _madd1x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, :m], V, j, k)
+                _madd1x4(pb[0, :m], pb[1, :m], pb[2, :m], pb[3, :m], xt[k, x0:x1], V, j, k)
                 k += 1
         while k < d:
             for q in range(g):
-                _madd1(pb[q, :m], xt[k, :m], V[j + q, k])
+                _madd1(pb[q, :m], xt[k, x0:x1], V[j + q, k])
             k += 1
     for q in range(g):
         r = pb[q]
@@ -608,7 +670,7 @@ def project_tile(proj, valid, xt, j, g, t0, m, pb):
             p = r[s]
             c = min(max(p, -MAXF), MAXF)
             r[s] = MAXF if p != p else c
-    if proj.direct:  # computed rows have zero columns where invalid (load_tile)
+    if proj.direct:  # computed rows have zero columns where invalid (load_columns)
         for s in range(m):
             if not valid[t0 + s]:
                 for q in range(g):
@@ -627,27 +689,32 @@ def count_block(proj, valid, weight, router, counts, ext):
 
     ``proj`` is a :class:`Projection`, ``router`` a :class:`Router`.  Row ``i``
     counts ``weight[i]`` times (its multiplicity); ``ext[jj]`` holds the
-    ``(min, max)`` of direction ``jj``'s projections.  Per group of directions
-    (``router.groups``) and tile of :data:`ROW_TILE` rows, the tile is read
-    once, projected on four directions at a time (:func:`project_tile`) and
-    routed on each (:func:`route_values`), then the four directions' counts and
-    extremes are updated in one sweep over the rows (:func:`count4`); every
-    leaf still receives its rows in row order.
+    ``(min, max)`` of direction ``jj``'s projections.  The chunk's columns are
+    copied once (:func:`load_columns`, about the chunk's size in memory) when
+    the block has several direction groups (``router.groups``), each tile's
+    columns in turn otherwise (:func:`load_tile`, :func:`whole_chunk`).  Per
+    group and tile of :data:`ROW_TILE` rows, the tile is projected on four
+    directions at a time (:func:`project_tile`) and routed on each
+    (:func:`route_values`), then the four directions' counts and extremes are
+    updated in one sweep over the rows (:func:`count4`); every leaf still
+    receives its rows in row order.
     """
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
-    xt, pb, lbuf, rows = tile_buffers(proj)
+    whole = whole_chunk(proj, groups)
+    xt, pb, lbuf, rows = tile_buffers(proj, valid, whole)
     lb = np.empty((4, rows), dtype=np.uint64)
     for gi in range(groups.size - 1):
         for t0 in range(0, nr, rows):
             m = min(rows, nr - t0)
-            if not proj.direct:
+            if not (proj.direct or whole):
                 load_tile(proj.X, valid, t0, m, xt)
+            x0 = t0 if whole else 0
             j = groups[gi]
             while j < groups[gi + 1]:
                 g = tile_step(groups, gi, j)
-                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                project_tile(proj, valid, xt, x0, j, g, t0, m, pb)
                 for q in range(g):
                     jj = j + q
                     route_values(pb[q], m, direction_grid(router, jj), router.keys,
@@ -733,7 +800,8 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     groups = router.groups
     mb = router.g_lo.size
     nr = valid.size
-    xt, pb, lbuf, rows = tile_buffers(proj)
+    whole = whole_chunk(proj, groups)
+    xt, pb, lbuf, rows = tile_buffers(proj, valid, whole)
     cap = max(16, expected)
     nodes = np.empty(cap, dtype=np.int64)
     values = np.empty(cap, dtype=np.float64)
@@ -746,15 +814,16 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
             continue
         for t0 in range(0, nr, rows):
             m = min(rows, nr - t0)
-            if not proj.direct:
+            if not (proj.direct or whole):
                 load_tile(proj.X, valid, t0, m, xt)
+            x0 = t0 if whole else 0
             j = groups[gi]
             while j < groups[gi + 1]:
                 g = tile_step(groups, gi, j)
                 if not dirs[j:j + g].any():
                     j += g
                     continue
-                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                project_tile(proj, valid, xt, x0, j, g, t0, m, pb)
                 for q in range(g):
                     jj = j + q
                     if not dirs[jj]:
@@ -821,17 +890,19 @@ def score_tiles(proj, valid, router, lut, out, out_sq, mode):
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
-    xt, pb, lbuf, rows = tile_buffers(proj)
+    whole = whole_chunk(proj, groups)
+    xt, pb, lbuf, rows = tile_buffers(proj, valid, whole)
     lb = np.empty((4, rows), dtype=np.uint64)
     for gi in range(groups.size - 1):
         for t0 in range(0, nr, rows):
             m = min(rows, nr - t0)
-            if not proj.direct:
+            if not (proj.direct or whole):
                 load_tile(proj.X, valid, t0, m, xt)
+            x0 = t0 if whole else 0
             j = groups[gi]
             while j < groups[gi + 1]:
                 g = tile_step(groups, gi, j)
-                project_tile(proj, valid, xt, j, g, t0, m, pb)
+                project_tile(proj, valid, xt, x0, j, g, t0, m, pb)
                 for q in range(g):
                     jj = j + q
                     route_values(pb[q], m, direction_grid(router, jj), router.keys,
