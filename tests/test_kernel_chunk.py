@@ -167,3 +167,17 @@ def test_collected_values_of_any_chunk_equal_numpy(n):
             np.testing.assert_array_equal(nodes, leaves[keep])
             np.testing.assert_array_equal(values.view(np.uint64), p[keep].view(np.uint64))
             np.testing.assert_array_equal(weights, weight[rows[keep]])
+
+
+def test_the_chunk_copy_is_made_only_where_the_task_budget_keeps_room_for_it():
+    """Several groups, computed projections, ``8 d <= 16 B`` bytes per row (runtime.memory)."""
+    from daskdepth.kernels.routing import whole_chunk
+
+    v = np.zeros((8, 1))
+    two = np.array([0, 4, 8], dtype=np.int64)
+    for d, want in ((3, True), (16, True), (17, False)):
+        assert whole_chunk(Projection(np.zeros((5, d)), v, np.empty((0, 0)), False), two) is want
+    one = np.array([0, 8], dtype=np.int64)
+    assert whole_chunk(Projection(np.zeros((5, 3)), v, np.empty((0, 0)), False), one) is False
+    given = Projection(np.zeros((5, 3)), v, np.zeros((8, 5)), True)
+    assert whole_chunk(given, two) is False

@@ -551,14 +551,18 @@ def tile_buffers(proj, valid, whole):
 
 @kernel
 def whole_chunk(proj, groups):
-    """Whether the block kernels load the chunk's columns at once: several groups read them.
+    """Whether the block kernels copy the chunk's columns at once: several groups read them.
 
     With one direction group each tile's columns are read once anyway, and
-    loading them per tile (:func:`load_tile`, into L1) was faster than
+    copying them per tile (:func:`load_tile`, into L1) was faster than
     copying the chunk first (0.87x at ``d = 10``, ``tol = 1e-3``, one group
-    of 32 directions: median of 7 interleaved runs, process CPU time).
+    of 32 directions: median of 7 interleaved runs, process CPU time).  The
+    copy (``8 d`` bytes per row) is made only where it fits in the ``16``
+    bytes per row and direction that a task's memory budget keeps for the
+    block (:mod:`daskdepth.runtime.memory`), which the tiles do not use:
+    ``d <= 2 B`` for a block of ``B`` directions.
     """
-    return not proj.direct and groups.size > 2
+    return not proj.direct and groups.size > 2 and proj.X.shape[1] <= 2 * groups[-1]
 
 
 @kernel
