@@ -501,6 +501,31 @@ def _guard_cache(dispatcher: Any) -> None:
     cache_obj.save_overload = save_overload
 
 
+@cache
+def _sources_stamp() -> str:
+    """:func:`kernels_stamp` once per process, for the kernels' cache entries."""
+    return kernels_stamp()
+
+
+def _stamp_with_sources(dispatcher: Any) -> None:
+    """Keep the kernel's cache entries only while every kernel module is unchanged.
+
+    Numba stamps a kernel's entries with its own module's size and
+    modification time, but compiles the kernels it calls into it (inlined):
+    a change to a kernel in another module (``routing.route_values`` under
+    ``ranks`` or ``top``) would leave the callers' entries fresh, and a
+    process would load their old code.  The stamp also holds
+    :func:`kernels_stamp` (every kernel module's size and modification
+    time), so a change to any kernel module makes every entry stale, and
+    each kernel is compiled again at its next use.
+    """
+    index = getattr(getattr(dispatcher, "_cache", None), "_cache_file", None)
+    own = getattr(index, "_source_stamp", None)
+    if own is None:  # pragma: no cover - another numba's internals: its own stamp only
+        return
+    index._source_stamp = (own, _sources_stamp())
+
+
 def kernel(func: Callable[..., Any]) -> Any:
     """``numba.njit(nogil=True, cache=True)``, cached in :func:`kernel_cache_dir`.
 
@@ -516,6 +541,7 @@ def kernel(func: Callable[..., Any]) -> Any:
         where = getattr(getattr(compiled, "_cache", None), "_cache_path", None)
         if isinstance(where, str) and Path(where).is_relative_to(choice.tree):
             _guard_cache(compiled)
+            _stamp_with_sources(compiled)
         else:  # pragma: no cover - another numba's layout: never read an unchecked folder
             compiled = None
     if compiled is None:  # compile in every process rather than use an unsafe cache
