@@ -11,7 +11,7 @@ direction), both process CPU time and wall time:
   (:meth:`~daskdepth.summary.leaves.BlockLeaves.score_into`), run over the
   fitted model's blocks on row chunks of ``--chunk`` rows, one thread;
 * a plain reference beside each, on the same keys and chunks: the rows
-  projected with a fixed-order product (:func:`daskdepth.kernels.routing.project`,
+  projected with a fixed-order product (:func:`daskdepth.kernels.tiles.project`,
   the bits the kernels route), then ``np.searchsorted(keys, p, side="right")``
   per direction, and ``np.bincount`` (counts) or a table lookup (scores).  The
   reference must give the kernels' bits (the script checks it); the ratio
@@ -123,7 +123,7 @@ def plain_keys(block) -> list[np.ndarray]:
 
 def _leaves(block, keys: list[np.ndarray], directions: np.ndarray, xc: np.ndarray):
     """(direction, leaf) of every row: fixed-order projections, then a binary search."""
-    from daskdepth.kernels.routing import project
+    from daskdepth.kernels.tiles import project
 
     p = project(xc, directions[block.j0:block.j1])
     np.clip(p, -np.finfo(np.float64).max, np.finfo(np.float64).max, out=p)

@@ -2,7 +2,7 @@
 
 With several direction groups the kernels copy the chunk's columns once per
 call and every group reads its tiles from that copy; with one group they copy
-each tile as they go (:func:`daskdepth.kernels.routing.whole_chunk`).  Either
+each tile as they go (:func:`daskdepth.kernels.tiles.whole_chunk`).  Either
 way invalid rows must project to exactly 0 and count nowhere, overflows must be
 clamped before any use, and the extremes (a SIMD sweep over the valid rows of
 each tile) must be the same values as the rows' own.  Here: chunks shorter than
@@ -17,15 +17,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskdepth.kernels.routing import (
-    MAXF,
-    ROW_TILE,
-    Projection,
-    collect_block,
-    count_block,
-    score_block,
-    score_block_squares,
-)
+from daskdepth.kernels.blocks import collect_block, count_block, score_block, score_block_squares
+from daskdepth.kernels.tiles import MAXF, ROW_TILE, Projection
 from daskdepth.summary.leaves import BlockLeaves
 
 #: A SIMD sweep's lanes (the extremes' sweep runs over blocks of 64 rows): rows at its edges.
@@ -171,7 +164,7 @@ def test_collected_values_of_any_chunk_equal_numpy(n):
 
 def test_the_chunk_copy_is_made_only_where_the_task_budget_keeps_room_for_it():
     """Several groups, computed projections, ``8 d <= 16 B`` bytes per row (runtime.memory)."""
-    from daskdepth.kernels.routing import whole_chunk
+    from daskdepth.kernels.tiles import whole_chunk
 
     v = np.zeros((8, 1))
     two = np.array([0, 4, 8], dtype=np.int64)

@@ -18,21 +18,18 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from daskdepth.kernels.blocks import count_block, score_block, score_block_min
 from daskdepth.kernels.routing import (
     CELL_WINDOW,
-    MAXF,
     PAD,
     Grid,
-    Projection,
     Router,
-    count_block,
     guide_table,
     pad_keys,
     route_groups,
     route_values,
-    score_block,
-    score_block_min,
 )
+from daskdepth.kernels.tiles import MAXF, Projection
 from daskdepth.summary.leaves import BlockLeaves
 
 #: Keys per cell of the crafted linear grid (cells 1, 2, ...): around and far

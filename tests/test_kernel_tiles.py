@@ -16,19 +16,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from daskdepth.kernels.routing import (
-    MAXF,
-    ROUTE_KEY_BYTES,
-    ROW_TILE,
-    Projection,
+from daskdepth.kernels.blocks import (
     collect_block,
     count_block,
-    project,
-    route_groups,
     score_block,
     score_block_min,
     score_block_squares,
 )
+from daskdepth.kernels.routing import ROUTE_KEY_BYTES, route_groups
+from daskdepth.kernels.tiles import MAXF, ROW_TILE, Projection, project
 from daskdepth.summary.leaves import BlockLeaves
 
 

@@ -138,7 +138,8 @@ def test_pilot_keys_are_the_sorted_sample_cut_one_direction_at_a_time(d):
     """Projected in groups of directions (wide rows) or singly: each direction's keys are
     its own sorted projections (the routing kernels' bits) cut greedily, atoms exact."""
     from daskdepth.fitting.summaries import PILOT_GUARD, pilot_leaves
-    from daskdepth.kernels.routing import project, unpad_keys
+    from daskdepth.kernels.routing import unpad_keys
+    from daskdepth.kernels.tiles import project
 
     rng = np.random.default_rng(d)
     sample = tie_data(6_000, d, seed=d)

@@ -13,8 +13,10 @@ from oracle import exact_depth_of_model
 
 import daskdepth
 from daskdepth.fitting.summaries import leaf_cap, refine_plan, wanted_leaves
+from daskdepth.kernels.blocks import count_block
 from daskdepth.kernels.leaves import plan_cuts
-from daskdepth.kernels.routing import Projection, count_block, log_cell, project
+from daskdepth.kernels.routing import log_cell
+from daskdepth.kernels.tiles import Projection, project
 from daskdepth.summary.leaves import BlockLeaves, LeafCounts
 
 

@@ -28,7 +28,7 @@ import daskdepth.runtime.memory
 import daskdepth.runtime.refusals
 from daskdepth.errors import SummaryMemoryWarning
 from daskdepth.kernels.ranks import clamp_projections, in_sample_counts, score_sorted
-from daskdepth.kernels.routing import MAXF, PROJECT_TILE, project
+from daskdepth.kernels.tiles import MAXF, PROJECT_TILE, project
 from daskdepth.runtime.memory import WorkerMemory, prefer_sorted
 from daskdepth.runtime.refusals import summary_memory_message
 from daskdepth.summary.blocks import is_handle

@@ -22,7 +22,7 @@ from dask.delayed import delayed
 
 from ..errors import ToleranceWarning, user_stacklevel
 from ..kernels.leaves import cut_sorted
-from ..kernels.routing import project_columns
+from ..kernels.tiles import project_columns
 from ..passes.leaves import (
     BlockTask,
     Collected,

@@ -512,7 +512,7 @@ def _stamp_with_sources(dispatcher: Any) -> None:
 
     Numba stamps a kernel's entries with its own module's size and
     modification time, but compiles the kernels it calls into it (inlined):
-    a change to a kernel in another module (``routing.route_values`` under
+    a change to a kernel in another module (``routing.route_values`` under ``blocks``,
     ``ranks`` or ``top``) would leave the callers' entries fresh, and a
     process would load their old code.  The stamp also holds
     :func:`kernels_stamp` (every kernel module's size and modification

@@ -3,7 +3,7 @@
 A direction's reference projections, sorted, answer ``L = #{p_i <= q}`` and
 ``G = #{p_i >= q}`` for any ``q`` by binary search, exactly: ties are equal
 floats, and projections are computed with the same bits everywhere
-(:func:`daskdepth.kernels.routing.project_columns`).  The searches are
+(:func:`daskdepth.kernels.tiles.project_columns`).  The searches are
 branch-free and run a tile of rows level by level, so that the memory loads of
 many rows overlap.
 """
@@ -13,7 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from ._jit import kernel
-from .routing import MAXF, cell
+from .routing import cell
+from .tiles import MAXF
 
 #: Rows searched together, level by level (their state stays in L1).
 TILE = 128

@@ -105,11 +105,11 @@ def _deepest_leaf(lut, l0, l1):
 def top_block(proj, valid, router, lut, j0, inv_scale, tv, tt, td, ts):
     """Push every valid row's tabulated ``min(L, G)`` on each direction of a leaf block.
 
-    ``proj`` is a :class:`~daskdepth.kernels.routing.Projection`, ``router`` a
+    ``proj`` is a :class:`~daskdepth.kernels.tiles.Projection`, ``router`` a
     :class:`~daskdepth.kernels.routing.Router`; local direction ``jj`` is
     direction ``j0 + jj``, whose projections' spread is ``1 / inv_scale[jj]``.  The
     values are those :func:`score_block
-    <daskdepth.kernels.routing.score_block>` adds up (the same routing).  The
+    <daskdepth.kernels.blocks.score_block>` adds up (the same routing).  The
     side is -1 for a leaf before the direction's deepest leaf (the first with
     the largest tabulated value, which holds or borders the median), +1 after
     it, 0 in it.

@@ -6,9 +6,12 @@ A histogram, refinement or scoring task holds a row chunk of ``R`` rows and
     working set <= R * (16 d + 16 B + 16) bytes
 
 (the chunk, its centred copy, room for the block's projections and leaf
-indices, and the output).  This is an upper bound: with up to 32 features the
-kernels project and route 256 rows at a time and keep no per-block arrays; wider
-data has its block's projections computed beforehand (``8 B`` bytes per row).
+indices, and the output).  This is an upper bound: the block kernels project
+and route tiles of at most 512 rows and keep no projections beyond a tile; the
+``16 B`` bytes per row hold a copy of the chunk's columns (``8 d``, made only
+where ``d <= 2 B``, :func:`~daskdepth.kernels.tiles.whole_chunk`) or, for wide
+rows in small direction groups, the block's projections computed beforehand
+(``8 B`` bytes per row).
 Each task may use :data:`TASK_SHARE` of the memory of one worker
 thread, so that the tasks running at once, the chunks waiting for them and the
 worker's share of the summary stay well below the ``distributed.worker.memory``

@@ -17,23 +17,24 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from ..kernels.blocks import (
+    collect_block,
+    count_block,
+    score_block,
+    score_block_min,
+    score_block_squares,
+)
 from ..kernels.leaves import finish_leaves, plan_cuts, recover_counts, tabulate_leaves
 from ..kernels.routing import (
     PAD,
     PROJECT_MAX_D,
-    Projection,
     Router,
-    collect_block,
-    count_block,
     leaf_atoms,
     pad_keys,
-    project,
     route_groups,
-    score_block,
-    score_block_min,
-    score_block_squares,
     unpad_keys,
 )
+from ..kernels.tiles import Projection, project
 from ..kernels.top import top_block
 from .guide import build_guide
 from .nbytes import ArrayRecord
@@ -471,7 +472,7 @@ def _same(a: np.ndarray, b: np.ndarray) -> bool:
 def _tiled(xc: np.ndarray, v: np.ndarray, router: Router) -> Projection:
     """What the block kernels project: the rows, a tile at a time, unless wide.
 
-    :func:`daskdepth.kernels.routing.count_block` and the other block kernels
+    :func:`daskdepth.kernels.blocks.count_block` and the other block kernels
     read each row tile once per direction group and project it on four
     directions at a time (rows in SIMD lanes): ``8 d / group`` bytes of the
     chunk per row-direction.  Wide rows in small groups (many keys per
@@ -491,7 +492,7 @@ def _tiled(xc: np.ndarray, v: np.ndarray, router: Router) -> Projection:
 def _projection(xc: np.ndarray, v: np.ndarray) -> Projection:
     """What :func:`daskdepth.kernels.top.top_block` projects: inline, or precomputed when wide.
 
-    Wide rows are projected beforehand by :func:`daskdepth.kernels.routing.project`
+    Wide rows are projected beforehand by :func:`daskdepth.kernels.tiles.project`
     (SIMD over rows) rather than inline, one dependent sum per value.  Not by
     BLAS: its last bits depend on the shapes (so a row's projection could
     differ from the key planned from it), and its threads would compete with

@@ -88,7 +88,7 @@ def prepare_rows(x: np.ndarray, location: np.ndarray, valid: np.ndarray | None =
         valid = np.isfinite(x).all(axis=1)
     n_rows, d = x.shape
     # Wide rows are projected beforehand, feature by feature
-    # (:func:`daskdepth.kernels.routing.project`): in column order they are
+    # (:func:`daskdepth.kernels.tiles.project`): in column order they are
     # transposed once per chunk, not once per direction block.  Centred straight
     # into that order: one copy of the chunk, not two.
     wide = d > PROJECT_MAX_D

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ..kernels.ranks import clamp_projections, in_sample_counts, score_sorted
-from ..kernels.routing import project, project_columns
+from ..kernels.tiles import project, project_columns
 from ..kernels.top import top_sorted
 from .leaves import _check_array, _check_range
 
