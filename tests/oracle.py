@@ -19,6 +19,27 @@ def project(x: np.ndarray, location: np.ndarray, directions: np.ndarray) -> np.n
     return p
 
 
+def kernel_projections(x: np.ndarray, v: np.ndarray, valid: np.ndarray) -> np.ndarray:
+    """(n_dir, n) projections as the routing kernels define them, by plain NumPy.
+
+    ``((0.0 + x0 v0) + x1 v1) + ...`` feature by feature (a product, then a
+    sum), overflows clamped to the largest finite float (NaN to the top), and
+    0 for the rows not ``valid``.
+    """
+    top = np.finfo(np.float64).max
+    p = np.zeros((v.shape[0], x.shape[0]))
+    with np.errstate(all="ignore"):
+        for j in range(v.shape[0]):
+            acc = np.zeros(x.shape[0])
+            for k in range(x.shape[1]):
+                acc = acc + x[:, k] * v[j, k]
+            p[j] = acc
+    p[np.isnan(p)] = top
+    np.clip(p, -top, top, out=p)
+    p[:, ~valid] = 0.0
+    return p
+
+
 def direction_depths(reference: np.ndarray, points: np.ndarray, location: np.ndarray,
                      directions: np.ndarray) -> np.ndarray:
     """(n_points, m): min(#{i: p_ij <= q_j}, #{i: p_ij >= q_j}) / n for every direction j."""

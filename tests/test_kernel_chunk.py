@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import kernel_projections
 
 from daskdepth.kernels.blocks import collect_block, count_block, score_block, score_block_squares
 from daskdepth.kernels.tiles import MAXF, ROW_TILE, Projection
@@ -24,20 +25,6 @@ from daskdepth.summary.leaves import BlockLeaves
 #: A SIMD sweep's lanes (the extremes' sweep runs over blocks of 64 rows): rows at its edges.
 LANES = 64
 
-
-def numpy_project(x: np.ndarray, v: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """(n_dir, n) projections ``((0.0 + x0 v0) + x1 v1) + ...``, clamped; invalid rows 0."""
-    p = np.zeros((v.shape[0], x.shape[0]))
-    with np.errstate(all="ignore"):
-        for j in range(v.shape[0]):
-            acc = np.zeros(x.shape[0])
-            for k in range(x.shape[1]):
-                acc = acc + x[:, k] * v[j, k]
-            p[j] = acc
-    p[np.isnan(p)] = MAXF
-    np.clip(p, -MAXF, MAXF, out=p)
-    p[:, ~valid] = 0.0
-    return p
 
 
 def chunk_case(n: int, d: int, positive: bool, seed: int) -> tuple:
@@ -63,7 +50,7 @@ def chunk_case(n: int, d: int, positive: bool, seed: int) -> tuple:
     valid[bad] = False
     x[bad[::2]] = np.nan
     x[bad[1::2]] = -1e300 if positive else 1e300
-    p = numpy_project(x, v, valid)
+    p = kernel_projections(x, v, valid)
     keys = []
     for j in range(mb):
         good = p[j, valid]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from oracle import kernel_projections
 
 from daskdepth.kernels.blocks import (
     collect_block,
@@ -26,21 +27,6 @@ from daskdepth.kernels.blocks import (
 from daskdepth.kernels.routing import ROUTE_KEY_BYTES, route_groups
 from daskdepth.kernels.tiles import MAXF, ROW_TILE, Projection, project
 from daskdepth.summary.leaves import BlockLeaves
-
-
-def numpy_project(x: np.ndarray, v: np.ndarray, valid: np.ndarray) -> np.ndarray:
-    """(n_dir, n) projections summed feature by feature from 0.0, clamped; invalid rows 0."""
-    p = np.zeros((v.shape[0], x.shape[0]))
-    with np.errstate(all="ignore"):
-        for j in range(v.shape[0]):
-            acc = np.zeros(x.shape[0])
-            for k in range(x.shape[1]):
-                acc = acc + x[:, k] * v[j, k]
-            p[j] = acc
-    p[np.isnan(p)] = MAXF
-    np.clip(p, -MAXF, MAXF, out=p)
-    p[:, ~valid] = 0.0
-    return p
 
 
 def numpy_leaves(block: BlockLeaves, p: np.ndarray) -> np.ndarray:
@@ -70,7 +56,7 @@ def make_case(d: int, n: int, seed: int, heavy: bool) -> tuple:
     x[~valid & (rng.random(n) < 0.5)] = np.nan  # some invalid rows hold NaN
     x[7] = 1e308  # overflowing projections: +-inf, clamped
     x[8] = -1e308
-    p = numpy_project(x, v, valid)
+    p = kernel_projections(x, v, valid)
     keys = []
     for j in range(mb):
         pick = np.unique(p[j, valid][rng.random(int(valid.sum())) < 0.3])
@@ -102,7 +88,7 @@ def test_counts_and_extremes_equal_numpy_route(d, n, seed, heavy):
     x, v, valid, block = make_case(d, n, seed, heavy)
     if heavy:
         assert (block.g_log[:, 0] > 0).any()  # logarithmic guide grids are routed
-    p = numpy_project(x, v, valid)
+    p = kernel_projections(x, v, valid)
     leaves = numpy_leaves(block, p)
     weight = np.random.default_rng(seed).integers(1, 4, size=n).astype(np.float64)
     want = np.zeros(block.n_leaves)
@@ -123,7 +109,7 @@ def test_counts_and_extremes_equal_numpy_route(d, n, seed, heavy):
 @pytest.mark.parametrize(("d", "n", "seed", "heavy"), CASES)
 def test_scores_equal_numpy_route(d, n, seed, heavy):
     x, v, valid, block = make_case(d, n, seed, heavy)
-    p = numpy_project(x, v, valid)
+    p = kernel_projections(x, v, valid)
     leaves = numpy_leaves(block, p) + block.lptr[:-1, None]
     for dtype in (np.float32, np.float64):
         lut = np.random.default_rng(seed).integers(0, 50, size=block.n_leaves).astype(dtype) / 2
@@ -148,7 +134,7 @@ def test_scores_equal_numpy_route(d, n, seed, heavy):
 @pytest.mark.parametrize(("d", "n", "seed", "heavy"), CASES[1:4])
 def test_collected_values_equal_numpy_route_in_direction_then_row_order(d, n, seed, heavy):
     x, v, valid, block = make_case(d, n, seed, heavy)
-    p = numpy_project(x, v, valid)
+    p = kernel_projections(x, v, valid)
     leaves = numpy_leaves(block, p) + block.lptr[:-1, None]
     rng = np.random.default_rng(seed)
     wanted = rng.random(block.n_leaves) < 0.2
