@@ -51,3 +51,44 @@ def test_a_change_to_a_called_kernel_in_another_module_recompiles_the_caller(tmp
     (kernels / "_t_callee.py").write_text(CALLEE.format(k=20))  # another size, another time
     assert _run(tree, cache) == (42, 1)  # the caller compiled again with the new callee
     assert _run(tree, cache) == (42, 0)
+
+
+RECORD = ("from typing import NamedTuple\n\n\nclass Rec(NamedTuple):\n    a: float\n"
+          "    b: float\n")
+USER = ("from ._jit import kernel\nfrom .{where} import Rec  # noqa: F401\n\n\n@kernel\n"
+        "def h(r):\n    return r.a + r.b\n")
+RUN_RECORD = ("import warnings\nwarnings.simplefilter('always')\n"
+              "from daskdepth.kernels._t_user import h, Rec\n"
+              "from daskdepth.kernels._jit import compiled_here\n"
+              "print(h(Rec(1.0, 2.0)), compiled_here()['_t_user.h'])\n")
+
+
+def test_an_entry_naming_a_record_that_moved_is_recompiled_without_a_warning(tmp_path):
+    # A kernel record moved to another module (as routing.Projection to tiles): the
+    # cache entry written before names a type this version does not have; it is
+    # stale, not damaged, so it is compiled again without a KernelCacheWarning.
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(daskdepth.__file__).parent, tree / "daskdepth",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    kernels = tree / "daskdepth" / "kernels"
+    (kernels / "_t_old.py").write_text(RECORD)
+    (kernels / "_t_user.py").write_text(USER.format(where="_t_old"))
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    env = {**os.environ, "PYTHONPATH": str(tree), "DASKDEPTH_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+
+    def run() -> tuple[str, str]:
+        proc = subprocess.run([sys.executable, "-c", RUN_RECORD], capture_output=True,
+                              text=True, env=env, cwd=tree, timeout=300, check=False)
+        assert proc.returncode == 0, proc.stderr
+        return proc.stdout.strip(), proc.stderr
+
+    assert run()[0] == "3.0 1"
+    (kernels / "_t_old.py").unlink()
+    (kernels / "_t_new.py").write_text(RECORD)
+    (kernels / "_t_user.py").write_text(USER.format(where="_t_new"))
+    out, err = run()
+    assert out == "3.0 1"
+    assert "KernelCacheWarning" not in err
+    assert run()[0] == "3.0 0"  # the fresh entry is used

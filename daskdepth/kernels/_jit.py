@@ -470,7 +470,10 @@ def _guard_cache(dispatcher: Any) -> None:
     (``UnpicklingError: pickle data was truncated`` for a cut ``.nbc``), and
     saving re-reads the index first, so a bad index would also fail the save:
     both are caught here; a failed load drops the kernel's entry (its files)
-    so that the fresh compilation writes a good one.  Its files are written
+    so that the fresh compilation writes a good one, with a warning unless
+    the entry names a type or module this version does not have (written by
+    another version of daskdepth installed at the same path: stale, not
+    damaged).  Its files are written
     0600 (:func:`_private_writes`) and tightened after each save
     (:func:`_tighten`).
     """
@@ -483,6 +486,13 @@ def _guard_cache(dispatcher: Any) -> None:
     def load_overload(sig: Any, target_context: Any) -> Any:
         try:
             return load(sig, target_context)
+        except (AttributeError, ImportError):
+            # The entry names a type or module this version of daskdepth does not
+            # have (a kernel record moved to another module): written by another
+            # version at the same path, as stale as an entry of an edited module
+            # (which Numba drops without a word), so no warning either.
+            _drop_entry(cache_obj)
+            return None
         except Exception as exc:  # noqa: BLE001 - any unreadable entry: compile instead
             _warn_entry(cache_obj, exc)
             _drop_entry(cache_obj)
@@ -491,6 +501,8 @@ def _guard_cache(dispatcher: Any) -> None:
     def save_overload(sig: Any, data: Any) -> None:
         try:
             save(sig, data)
+        except (AttributeError, ImportError):  # another version's index, as in load_overload
+            _drop_entry(cache_obj)
         except Exception as exc:  # noqa: BLE001 - the kernel is compiled; the cache is optional
             _warn_entry(cache_obj, exc)
             _drop_entry(cache_obj)
