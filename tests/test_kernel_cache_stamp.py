@@ -14,8 +14,45 @@ import shutil
 import subprocess
 import sys
 from pathlib import Path
+from typing import NamedTuple
+
+import pytest
 
 import daskdepth
+
+
+class Copy(NamedTuple):
+    """A copy of the package (``tree``) and a private kernel cache for it (``cache``)."""
+
+    tree: Path
+    cache: Path
+
+    @property
+    def kernels(self) -> Path:
+        """The copy's kernel modules, where a test writes its own."""
+        return self.tree / "daskdepth" / "kernels"
+
+
+@pytest.fixture
+def copied(tmp_path: Path) -> Copy:
+    """The installed package copied into ``tmp_path`` (no ``__pycache__``), an empty cache."""
+    tree = tmp_path / "tree"
+    shutil.copytree(Path(daskdepth.__file__).parent, tree / "daskdepth",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o700)
+    return Copy(tree, cache)
+
+
+def _run(tree: Path, cache: Path, script: str) -> tuple[str, str]:
+    """``script`` run in a new process on the package in ``tree``: its stdout (stripped), stderr."""
+    env = {**os.environ, "PYTHONPATH": str(tree), "DASKDEPTH_CACHE_DIR": str(cache)}
+    env.pop("NUMBA_CACHE_DIR", None)
+    proc = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                          env=env, cwd=tree, timeout=300, check=False)
+    assert proc.returncode == 0, proc.stderr
+    return proc.stdout.strip(), proc.stderr
+
 
 CALLEE = "from ._jit import kernel\n\n\n@kernel\ndef f(x):\n    return x + {k}\n"
 CALLER = ("from ._jit import kernel\nfrom ._t_callee import f\n\n\n@kernel\n"
@@ -25,32 +62,17 @@ RUN = ("from daskdepth.kernels._t_caller import g\n"
        "print(g(1), compiled_here()['_t_caller.g'])\n")
 
 
-def _run(tree: Path, cache: Path) -> tuple[int, int]:
-    """``g(1)`` and how many signatures of ``g`` this process compiled."""
-    env = {**os.environ, "PYTHONPATH": str(tree), "DASKDEPTH_CACHE_DIR": str(cache)}
-    env.pop("NUMBA_CACHE_DIR", None)
-    proc = subprocess.run([sys.executable, "-c", RUN], capture_output=True, text=True, env=env,
-                          cwd=tree, timeout=300, check=False)
-    assert proc.returncode == 0, proc.stderr
-    value, compiled = proc.stdout.split()
-    return int(value), int(compiled)
-
-
-def test_a_change_to_a_called_kernel_in_another_module_recompiles_the_caller(tmp_path):
-    tree = tmp_path / "tree"
-    shutil.copytree(Path(daskdepth.__file__).parent, tree / "daskdepth",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    kernels = tree / "daskdepth" / "kernels"
+def test_a_change_to_a_called_kernel_in_another_module_recompiles_the_caller(copied):
+    tree, cache, kernels = copied.tree, copied.cache, copied.kernels
     (kernels / "_t_caller.py").write_text(CALLER)
     (kernels / "_t_callee.py").write_text(CALLEE.format(k=1))
-    cache = tmp_path / "cache"
-    cache.mkdir(mode=0o700)
 
-    assert _run(tree, cache) == (4, 1)  # compiled, then saved
-    assert _run(tree, cache) == (4, 0)  # loaded from the cache
-    (kernels / "_t_callee.py").write_text(CALLEE.format(k=20))  # another size, another time
-    assert _run(tree, cache) == (42, 1)  # the caller compiled again with the new callee
-    assert _run(tree, cache) == (42, 0)
+    # g(1), then how many signatures of g the process compiled
+    assert _run(tree, cache, RUN)[0] == "4 1"  # compiled, then saved
+    assert _run(tree, cache, RUN)[0] == "4 0"  # loaded from the cache
+    (kernels / "_t_callee.py").write_text(CALLEE.format(k=20))  # another size and time
+    assert _run(tree, cache, RUN)[0] == "42 1"  # the caller compiled again with the new callee
+    assert _run(tree, cache, RUN)[0] == "42 0"
 
 
 RECORD = ("from typing import NamedTuple\n\n\nclass Rec(NamedTuple):\n    a: float\n"
@@ -63,32 +85,19 @@ RUN_RECORD = ("import warnings\nwarnings.simplefilter('always')\n"
               "print(h(Rec(1.0, 2.0)), compiled_here()['_t_user.h'])\n")
 
 
-def test_an_entry_naming_a_record_that_moved_is_recompiled_without_a_warning(tmp_path):
+def test_an_entry_naming_a_record_that_moved_is_recompiled_without_a_warning(copied):
     # A kernel record moved to another module (as routing.Projection to tiles): the
     # cache entry written before names a type this version does not have; it is
     # stale, not damaged, so it is compiled again without a KernelCacheWarning.
-    tree = tmp_path / "tree"
-    shutil.copytree(Path(daskdepth.__file__).parent, tree / "daskdepth",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    kernels = tree / "daskdepth" / "kernels"
+    tree, cache, kernels = copied.tree, copied.cache, copied.kernels
     (kernels / "_t_old.py").write_text(RECORD)
     (kernels / "_t_user.py").write_text(USER.format(where="_t_old"))
-    cache = tmp_path / "cache"
-    cache.mkdir(mode=0o700)
-    env = {**os.environ, "PYTHONPATH": str(tree), "DASKDEPTH_CACHE_DIR": str(cache)}
-    env.pop("NUMBA_CACHE_DIR", None)
 
-    def run() -> tuple[str, str]:
-        proc = subprocess.run([sys.executable, "-c", RUN_RECORD], capture_output=True,
-                              text=True, env=env, cwd=tree, timeout=300, check=False)
-        assert proc.returncode == 0, proc.stderr
-        return proc.stdout.strip(), proc.stderr
-
-    assert run()[0] == "3.0 1"
+    assert _run(tree, cache, RUN_RECORD)[0] == "3.0 1"
     (kernels / "_t_old.py").unlink()
     (kernels / "_t_new.py").write_text(RECORD)
     (kernels / "_t_user.py").write_text(USER.format(where="_t_new"))
-    out, err = run()
+    out, err = _run(tree, cache, RUN_RECORD)
     assert out == "3.0 1"
     assert "KernelCacheWarning" not in err
-    assert run()[0] == "3.0 0"  # the fresh entry is used
+    assert _run(tree, cache, RUN_RECORD)[0] == "3.0 0"  # the fresh entry is used
