@@ -79,25 +79,43 @@ RECORD = ("from typing import NamedTuple\n\n\nclass Rec(NamedTuple):\n    a: flo
           "    b: float\n")
 USER = ("from ._jit import kernel\nfrom .{where} import Rec  # noqa: F401\n\n\n@kernel\n"
         "def h(r):\n    return r.a + r.b\n")
-RUN_RECORD = ("import warnings\nwarnings.simplefilter('always')\n"
+# h's value, how many signatures of h the process compiled, the entries it dropped; the
+# package's DEBUG records to stderr (only the package's: Numba's stay at WARNING)
+RUN_RECORD = ("import logging\nimport warnings\nwarnings.simplefilter('always')\n"
+              "logging.basicConfig(level=logging.WARNING)\n"
+              "logging.getLogger('daskdepth').setLevel(logging.DEBUG)\n"
               "from daskdepth.kernels._t_user import h, Rec\n"
-              "from daskdepth.kernels._jit import compiled_here\n"
-              "print(h(Rec(1.0, 2.0)), compiled_here()['_t_user.h'])\n")
+              "from daskdepth.kernels._jit import compiled_here, dropped_cache_entries\n"
+              "print(h(Rec(1.0, 2.0)), compiled_here()['_t_user.h'], dropped_cache_entries())\n")
 
 
-def test_an_entry_naming_a_record_that_moved_is_recompiled_without_a_warning(copied):
+@pytest.mark.parametrize(("old_module", "error"), [
+    (None, "ModuleNotFoundError: No module named 'daskdepth.kernels._t_old'"),
+    ("", "AttributeError: Can't get attribute 'Rec' on <module 'daskdepth.kernels._t_old'"),
+], ids=["module-gone", "record-gone"])
+def test_an_entry_naming_a_record_that_moved_is_recompiled_without_a_warning(copied, old_module,
+                                                                             error):
     # A kernel record moved to another module (as routing.Projection to tiles): the
     # cache entry written before names a type this version does not have; it is
-    # stale, not damaged, so it is compiled again without a KernelCacheWarning.
+    # stale, not damaged, so it is compiled again without a KernelCacheWarning, but
+    # logged (DEBUG) and counted, in case such entries were dropped in every process.
     tree, cache, kernels = copied.tree, copied.cache, copied.kernels
     (kernels / "_t_old.py").write_text(RECORD)
     (kernels / "_t_user.py").write_text(USER.format(where="_t_old"))
 
-    assert _run(tree, cache, RUN_RECORD)[0] == "3.0 1"
+    out, err = _run(tree, cache, RUN_RECORD)
+    assert out == "3.0 1 {}"
+    assert "DEBUG:daskdepth" not in err
     (kernels / "_t_old.py").unlink()
+    if old_module is not None:  # the module stays, without the record
+        (kernels / "_t_old.py").write_text(old_module)
     (kernels / "_t_new.py").write_text(RECORD)
     (kernels / "_t_user.py").write_text(USER.format(where="_t_new"))
     out, err = _run(tree, cache, RUN_RECORD)
-    assert out == "3.0 1"
+    assert out == "3.0 1 {'_t_user.h': 1}"
     assert "KernelCacheWarning" not in err
-    assert _run(tree, cache, RUN_RECORD)[0] == "3.0 0"  # the fresh entry is used
+    debug = [line for line in err.splitlines() if line.startswith("DEBUG:daskdepth")]
+    assert len(debug) == 1, err
+    assert debug[0].startswith("DEBUG:daskdepth.kernels._jit:daskdepth kernel _t_user.h: ")
+    assert f"failed to load ({error}" in debug[0]
+    assert _run(tree, cache, RUN_RECORD)[0] == "3.0 0 {}"  # the fresh entry is used

@@ -53,6 +53,13 @@ the fix: never a failure, not even at ``import daskdepth``.
 A cache entry that cannot be read (a truncated ``.nbc`` file, a garbage
 ``.nbi`` index: Numba's own ``UnpicklingError``) is dropped and the kernel
 compiled afresh, with one warning per process, and the fresh entry replaces it.
+An entry that names a type or module this version does not have (written by
+another version of daskdepth at the same path) is stale, not damaged: it is
+dropped and replaced the same way, without a warning.  Every dropped entry is
+logged at ``DEBUG`` level on the ``daskdepth.kernels._jit`` logger (the
+kernel, the exception) and counted per process
+(:func:`dropped_cache_entries`), so that an entry dropped in every process
+(the kernel compiled each time) can be seen.
 
 The choice is made once per process, and applied per kernel when its module is
 imported, by setting ``numba.config.CACHE_DIR`` only while the kernel is
@@ -64,6 +71,7 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
+import logging
 import os
 import stat
 import sys
@@ -71,6 +79,7 @@ import tempfile
 import threading
 import uuid
 import warnings
+from collections import Counter
 from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
@@ -90,6 +99,10 @@ _lock = threading.Lock()
 _KERNELS: list[Any] = []
 #: Whether the warning about an unreadable cache entry was given in this process.
 _warned_entry = False
+_log = logging.getLogger(__name__)
+#: Cache entries dropped in this process, per kernel, for :func:`dropped_cache_entries`.
+_dropped: Counter[str] = Counter()
+_dropped_lock = threading.Lock()
 
 
 def user_cache_root() -> Path:
@@ -463,6 +476,41 @@ def _warn_entry(cache_obj: Any, exc: BaseException) -> None:
         f"every run, delete the folder {where}", KernelCacheWarning, stacklevel=3)
 
 
+def _kernel_name(dispatcher: Any) -> str:
+    """A kernel's name as :func:`compiled_here` gives it: ``module.name``."""
+    func = dispatcher.py_func
+    return f"{func.__module__.rpartition('.')[2]}.{func.__qualname__}"
+
+
+def _count_drop(name: str, cache_obj: Any, exc: BaseException, when: str) -> None:
+    """Log (``DEBUG``) and count a dropped cache entry of the kernel ``name``."""
+    with _dropped_lock:
+        _dropped[name] += 1
+    _log.debug("daskdepth kernel %s: its cache entry in %s failed to %s (%s: %s); dropped, "
+               "the kernel is compiled again", name,
+               getattr(cache_obj, "_cache_path", None) or "the kernel cache", when,
+               type(exc).__name__, exc)
+
+
+def dropped_cache_entries() -> dict[str, int]:
+    """Cache entries this process dropped, per kernel (``module.name``); only kernels with any.
+
+    An entry is dropped when it cannot be loaded or saved: another version's
+    entry (a type or module this version does not have: no warning) or an
+    unreadable one (a :class:`~daskdepth.errors.KernelCacheWarning` once per
+    process).  Each drop is also logged at ``DEBUG`` level on this module's
+    logger.  A kernel whose entry is dropped in every process is compiled in
+    every process.
+
+    Examples
+    --------
+    >>> all(n > 0 for n in dropped_cache_entries().values())
+    True
+    """
+    with _dropped_lock:
+        return dict(_dropped)
+
+
 def _guard_cache(dispatcher: Any) -> None:
     """Make an unreadable cache entry a recompilation, not an error of every job.
 
@@ -473,27 +521,31 @@ def _guard_cache(dispatcher: Any) -> None:
     so that the fresh compilation writes a good one, with a warning unless
     the entry names a type or module this version does not have (written by
     another version of daskdepth installed at the same path: stale, not
-    damaged).  Its files are written
-    0600 (:func:`_private_writes`) and tightened after each save
-    (:func:`_tighten`).
+    damaged); either way the drop is logged at ``DEBUG`` level and counted
+    (:func:`dropped_cache_entries`).  Its files are written 0600
+    (:func:`_private_writes`) and tightened after each save (:func:`_tighten`).
     """
     cache_obj = getattr(dispatcher, "_cache", None)
     load = getattr(cache_obj, "load_overload", None)
     save = getattr(cache_obj, "save_overload", None)
     if load is None or save is None:  # pragma: no cover - another numba's internals
         return
+    name = _kernel_name(dispatcher)
 
     def load_overload(sig: Any, target_context: Any) -> Any:
         try:
             return load(sig, target_context)
-        except (AttributeError, ImportError):
+        except (AttributeError, ImportError) as exc:
             # The entry names a type or module this version of daskdepth does not
             # have (a kernel record moved to another module): written by another
             # version at the same path, as stale as an entry of an edited module
-            # (which Numba drops without a word), so no warning either.
+            # (which Numba drops without a word), so no warning either: logged and
+            # counted, should Numba itself ever raise these for every entry.
+            _count_drop(name, cache_obj, exc, "load")
             _drop_entry(cache_obj)
             return None
         except Exception as exc:  # noqa: BLE001 - any unreadable entry: compile instead
+            _count_drop(name, cache_obj, exc, "load")
             _warn_entry(cache_obj, exc)
             _drop_entry(cache_obj)
             return None
@@ -501,9 +553,11 @@ def _guard_cache(dispatcher: Any) -> None:
     def save_overload(sig: Any, data: Any) -> None:
         try:
             save(sig, data)
-        except (AttributeError, ImportError):  # another version's index, as in load_overload
+        except (AttributeError, ImportError) as exc:  # another version's, as in load_overload
+            _count_drop(name, cache_obj, exc, "save")
             _drop_entry(cache_obj)
         except Exception as exc:  # noqa: BLE001 - the kernel is compiled; the cache is optional
+            _count_drop(name, cache_obj, exc, "save")
             _warn_entry(cache_obj, exc)
             _drop_entry(cache_obj)
         _tighten(cache_obj)
@@ -593,8 +647,7 @@ def compiled_here() -> dict[str, int]:
     """
     with _lock:
         kernels = list(_KERNELS)
-    return {f"{k.py_func.__module__.rpartition('.')[2]}.{k.py_func.__qualname__}":
-            sum(k.stats.cache_misses.values()) for k in kernels}
+    return {_kernel_name(k): sum(k.stats.cache_misses.values()) for k in kernels}
 
 
 def kernels_stamp() -> str:
