@@ -10,8 +10,8 @@ blocks kept on the workers are asked their leaf count where they are.
 from __future__ import annotations
 
 import dask
-import numpy as np
 import pytest
+from _stream_helpers import normal_batches
 from conftest import chunked
 
 import daskdepth
@@ -20,11 +20,6 @@ import daskdepth.runtime.memory
 from daskdepth.summary.streaming import history_bytes
 
 pytestmark = pytest.mark.filterwarnings("ignore::daskdepth.StreamBoundWarning")
-
-
-def _batches() -> list[np.ndarray]:
-    rng = np.random.default_rng(0)
-    return [rng.normal(size=(1500, 2)) for _ in range(2)]
 
 
 def _model() -> daskdepth.IRW:
@@ -36,7 +31,7 @@ def test_too_large_window_is_refused_on_a_sharded_cluster(monkeypatch):
 
     from daskdepth.runtime.shards import ClusterBlock
 
-    batches = _batches()
+    batches = normal_batches(2, 1500, d=2)
     with dask.config.set(scheduler="threads"):
         local = _model().partial_fit(chunked(batches[0], 500))
     leaves = sum(b.n_leaves for b in local.summary_.blocks)
