@@ -19,12 +19,13 @@ import numpy as np
 
 from ._jit import kernel
 from .routing import direction_grid, route_values
-from .tiles import load_tile, project_tile, tile_buffers, whole_chunk
+from .tiles import load_tile, project_tile, tile_buffers, whole_chunk, wide_vectors
 
 
 @kernel
 def tile_step(groups, gi, j):
     """Directions projected together from direction ``j`` of group ``gi``: 4, or 1 at its end."""
+    wide_vectors()
     return 4 if j + 4 <= groups[gi + 1] else 1
 
 
@@ -45,6 +46,7 @@ def count_block(proj, valid, weight, router, counts, ext):
     extremes are updated in one sweep over the rows (:func:`count4`); every leaf still receives its
     rows in row order.
     """
+    wide_vectors()
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
@@ -76,6 +78,7 @@ def count_block(proj, valid, weight, router, counts, ext):
 @kernel
 def count1(counts, ext, lptr, jj, leaves, pv, m, valid, weight):
     """Add the valid rows' weights to their leaves on direction ``jj``, ``pv`` to its extremes."""
+    wide_vectors()
     l0 = lptr[jj]
     lo = ext[jj, 0]
     hi = ext[jj, 1]
@@ -96,6 +99,7 @@ def count4(counts, ext, lptr, j, lb, pb, m, valid, weight):
 
     One sweep over the rows; each leaf still receives its rows in row order.
     """
+    wide_vectors()
     l0 = lptr[j]
     l1 = lptr[j + 1]
     l2 = lptr[j + 2]
@@ -142,6 +146,7 @@ def collect_block(proj, valid, weight, router, wanted, dirs, expected):
     the output buffer, which grows if it is exceeded.  The values come ordered
     by direction, then row (the tiles' values are put in that order at the end).
     """
+    wide_vectors()
     lptr = router.lptr
     groups = router.groups
     mb = router.g_lo.size
@@ -233,6 +238,7 @@ def score_tiles(proj, valid, router, lut, out, out_sq, mode):
     rows (:func:`fold4`): ``(((out + v0) + v1) + v2) + v3``, the sums of four
     sweeps, so the same bits, with one load and store of ``out`` per four values.
     """
+    wide_vectors()
     lptr = router.lptr
     groups = router.groups
     nr = valid.size
@@ -263,6 +269,7 @@ def score_tiles(proj, valid, router, lut, out, out_sq, mode):
 @kernel
 def fold1(lut, l0, leaves, m, out, out_sq, mode):
     """Fold the tabulated values of one direction's leaves (from ``lut[l0]``) into ``out``."""
+    wide_vectors()
     if mode == ADD:
         for s in range(m):
             out[s] += lut[l0 + np.int64(leaves[s])]
@@ -281,6 +288,7 @@ def fold1(lut, l0, leaves, m, out, out_sq, mode):
 @kernel
 def fold4(lut, lptr, j, lb, m, out, out_sq, mode):
     """:func:`fold1` of directions ``j .. j + 3`` (leaves ``lb[0 .. 3]``), in direction order."""
+    wide_vectors()
     l0 = lptr[j]
     l1 = lptr[j + 1]
     l2 = lptr[j + 2]
@@ -325,6 +333,7 @@ def fold4(lut, lptr, j, lb, m, out, out_sq, mode):
 @kernel
 def score_block(proj, valid, router, lut, out):
     """Add the tabulated ``min(L, G)`` of every projection's leaf to ``out`` (per row)."""
+    wide_vectors()
     score_tiles(proj, valid, router, lut, out, out, ADD)
 
 
@@ -335,6 +344,7 @@ def score_block_squares(proj, valid, router, lut, out, out_sq):
     The sums of squares give each point's spread over directions (its Monte
     Carlo standard error).
     """
+    wide_vectors()
     score_tiles(proj, valid, router, lut, out, out_sq, ADD_SQUARES)
 
 
@@ -345,4 +355,5 @@ def score_block_min(proj, valid, router, lut, out):
     The halfspace (Tukey) depth takes the minimum over directions where IRW
     depths take the mean.
     """
+    wide_vectors()
     score_tiles(proj, valid, router, lut, out, out, LOWER)

@@ -27,7 +27,7 @@ from numba import types
 from numba.extending import intrinsic
 
 from ._jit import kernel
-from .tiles import MAXF
+from .tiles import MAXF, wide_vectors
 
 #: Dimension up to which :func:`route_tile` (used per row by
 #: :func:`daskdepth.kernels.top.top_block`) projects each row inline; above it a sum of ``d``
@@ -74,6 +74,7 @@ def cell(p, lo, sc, gm):
     Always in range, whatever ``lo`` and ``sc`` hold: NaN (from a degenerate or
     crafted grid) gives cell 0, from which the search still counts correctly.
     """
+    wide_vectors()
     x = (p - lo) * sc
     if not x > -1.0:
         x = -1.0
@@ -93,6 +94,7 @@ def log_cell(p, c, inv_s, k, gm):
     from ``c``, which spreads the keys of heavy-tailed projections (most within
     +-1, a few at 1e20) evenly enough for the search's window of four keys.
     """
+    wide_vectors()
     t = p - c
     m, e = math.frexp(abs(t) * inv_s + 1.0)
     x = k * ((e - 2) + 2.0 * m)
@@ -127,6 +129,7 @@ class Grid(NamedTuple):
 @kernel
 def direction_grid(router, jj):
     """The :class:`Grid` of direction ``jj`` of a block's :class:`Router`."""
+    wide_vectors()
     return Grid(router.g_lo[jj], router.g_scale[jj], router.g_log[jj, 0], router.g_log[jj, 1],
                 router.g + 0.5, np.uint64(router.kptr[jj]))
 
@@ -151,6 +154,7 @@ def route_tile(proj, valid, grid, keys, tab, jj, t0, t1, pbuf, lbuf):
     arrays as arguments: unpacking the block's :class:`Router` here, once per
     tile, keeps more values live in the callers' loops.
     """
+    wide_vectors()
     X, V, P, direct = proj
     d = X.shape[1]
     for i in range(t0, t1):
@@ -190,6 +194,7 @@ def route_values(pv, m, grid, keys, tab, lbuf):
     went through three dependent steps over eight keys: about five dependent
     loads, where this has two (the guide table, then the keys).
     """
+    wide_vectors()
     lo, sc, ls, lk, gm, k0 = grid
     # The grid is the direction's: tested once per tile, not in the row loop.
     if ls > 0.0:
@@ -251,6 +256,7 @@ def keys_at_most(typingctx, keys, start, p):
 @kernel
 def pad_keys(cptr, cuts):
     """Each direction's keys followed by ``PAD`` copies of ``+inf`` (see :func:`route_tile`)."""
+    wide_vectors()
     mb = cptr.size - 1
     keys = np.empty(cuts.size + PAD * mb)
     q = 0
@@ -267,6 +273,7 @@ def pad_keys(cptr, cuts):
 @kernel
 def unpad_keys(cptr, keys):
     """The keys of :func:`pad_keys` without the padding."""
+    wide_vectors()
     mb = cptr.size - 1
     out = np.empty(cptr[-1])
     for jj in range(mb):
@@ -289,6 +296,7 @@ def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only, crowded=0, sca
     other grid would replace its own), and returns an empty array: a grid
     tried for its smaller table that cannot be kept is given up at once.
     """
+    wide_vectors()
     gm = g + 0.5
     cost = np.zeros(g_lo.size)
     for jj in range(g_lo.size):
@@ -318,6 +326,7 @@ def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only, crowded=0, sca
 @kernel
 def leaf_atoms(cptr, cuts):
     """Which leaves are atoms: those between two keys with no float between them."""
+    wide_vectors()
     mb = cptr.size - 1
     out = np.zeros(cuts.size + mb, dtype=np.bool_)
     for jj in range(mb):
