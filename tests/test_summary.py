@@ -318,7 +318,8 @@ def test_tried_guides_are_given_up_early_with_the_same_result():
     """A smaller guide that cannot be kept is given up at its first crowded direction.
 
     The routing structure is the one of trying each smaller grid in full and
-    keeping the first whose cells hold at most GUIDE_CELL_KEYS keys: evenly
+    keeping the first whose cells hold at most GUIDE_CELL_KEYS keys and few
+    lookups that scan (guide.light): evenly
     spread keys (a small grid kept), clustered keys like Http's (given up, the
     full grid), heavy tails (logarithmic grids).
     """
@@ -338,13 +339,11 @@ def test_tried_guides_are_given_up_early_with_the_same_result():
         kptr = cptr + PAD * np.arange(len(cuts) + 1)
         for per_key in (*guide_module.GUIDE_TRY_PER_KEY, guide_module.GUIDE_PER_KEY):
             full = guide_module.guide_grid(cptr, kptr, keys, per_key)
-            if per_key == guide_module.GUIDE_PER_KEY or int(np.diff(full.table, axis=1).max(
-                    initial=0)) <= guide_module.GUIDE_CELL_KEYS:
+            if per_key == guide_module.GUIDE_PER_KEY or guide_module.light(full.table):
                 break
             early = guide_module.guide_grid(cptr, kptr, keys, per_key, tried=True)
             gave_up += early is None
-            assert early is None or int(np.diff(early.table, axis=1).max()) > \
-                guide_module.GUIDE_CELL_KEYS
+            assert early is None or not guide_module.light(early.table)
         block = BlockLeaves.from_keys(0, len(cuts), cptr, keys)
         kept.add(per_key)
         assert block.g == full.g
@@ -352,3 +351,29 @@ def test_tried_guides_are_given_up_early_with_the_same_result():
         np.testing.assert_array_equal(block.g_log, full.log)
         np.testing.assert_array_equal(block.g_lo, full.lo)
     assert len(kept) >= 2 and gave_up  # grids kept and given up early
+
+
+def test_guide_with_crowded_cells_gets_more_cells():
+    """A grid whose cells hold few enough keys but send many lookups past the vector compare.
+
+    Keys at the normal quantiles plus one far key on each side: one cell per
+    key leaves at most six keys in a cell (under GUIDE_CELL_KEYS) but about a
+    fifth of the lookups past the four keys the search compares at once, which
+    then scan key by key; two cells per key leave none.
+    """
+    from scipy.stats import norm
+
+    from daskdepth.kernels.routing import CELL_WINDOW, PAD, pad_keys
+    from daskdepth.summary import guide as guide_module
+
+    body = norm.ppf((np.arange(628) + 0.5) / 628)
+    cuts = [np.concatenate([[-6.0], body, [6.0]]) * s for s in (1.0, 2.0, 0.5)]
+    cptr = np.concatenate([[0], np.cumsum([c.size for c in cuts])]).astype(np.int64)
+    keys = pad_keys(cptr, np.concatenate(cuts))
+    kptr = cptr + PAD * np.arange(len(cuts) + 1)
+    one = guide_module.guide_grid(cptr, kptr, keys, 1)
+    assert int(np.diff(one.table, axis=1).max()) <= guide_module.GUIDE_CELL_KEYS
+    assert guide_module.scan_share(one.table) > guide_module.GUIDE_SCAN_SHARE
+    block = BlockLeaves.from_keys(0, len(cuts), cptr, keys)
+    assert block.g == 2 * cuts[0].size
+    assert int(np.diff(block.table, axis=1).max()) < CELL_WINDOW

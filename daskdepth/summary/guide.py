@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.routing import guide_table
+from ..kernels.routing import CELL_WINDOW, guide_table
 
 #: Guide grid cells per key (of the direction with the most keys), within
 #: :data:`GUIDE_MIN` and :data:`GUIDE_MAX`: fewer leave several keys per cell on
@@ -32,6 +32,17 @@ GUIDE_TRY_PER_KEY = (1, 2)
 #: the first :data:`~daskdepth.kernels.routing.CELL_WINDOW` at once and scans on
 #: past them only in the cells that hold more (:func:`daskdepth.kernels.routing.route_values`).
 GUIDE_CELL_KEYS = 7
+#: Share of lookups that may land past the first ``CELL_WINDOW - 1`` keys of their
+#: cell (:func:`scan_share`), where the routing search's vector compare of four
+#: keys is followed by a scan key by key (a mispredicted branch and a dependent
+#: load): a smaller grid with more is not kept.  On Gaussian rows one cell per
+#: key gives 10 % at ``tol = 1e-3`` (630 keys per direction, whose grid spans
+#: the extreme keys), 0.2-0.3 % at ``5e-4`` to ``1e-4`` and 0.9 % on a fit's pilot
+#: leaves (13,000 keys); at ``1e-3`` two cells per key gave none, and counting
+#: and scoring 1.07-1.17x faster (``d = 3, 10, 40``, docs/performance.md).
+GUIDE_SCAN_SHARE = 0.02
+
+
 #: Fewest and most cells of a grid.
 GUIDE_MIN = 256
 GUIDE_MAX = 1 << 18
@@ -65,16 +76,42 @@ def build_guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
     """The guide grid of a block's (padded) keys: the smallest that keeps its cells light.
 
     One or two cells per key (:data:`GUIDE_TRY_PER_KEY`) when that leaves no cell
-    with more than :data:`GUIDE_CELL_KEYS` keys, otherwise :data:`GUIDE_PER_KEY`.
+    with more than :data:`GUIDE_CELL_KEYS` keys and few lookups that scan
+    (:func:`light`), otherwise :data:`GUIDE_PER_KEY`.
     """
     for per_key in GUIDE_TRY_PER_KEY:
         guide = guide_grid(cptr, kptr, keys, per_key, tried=True)
-        if guide is not None and int(np.diff(guide.table, axis=1).max(
-                initial=0)) <= GUIDE_CELL_KEYS:
+        if guide is not None and light(guide.table):
             return guide
     guide = guide_grid(cptr, kptr, keys, GUIDE_PER_KEY)
     assert guide is not None
     return guide
+
+
+def scan_share(table: np.ndarray) -> float:
+    """Share of lookups whose search scans past its vector compare, for points like the keys.
+
+    A point between two keys lands past the first ``CELL_WINDOW - 1`` keys of
+    its cell in ``max(0, n - CELL_WINDOW + 1)`` of a cell's ``n`` key intervals;
+    counted over every cell of every direction, as a share of the keys.
+
+    Examples
+    --------
+    >>> scan_share(np.array([[0, 1, 3, 9, 9]]))  # cells of 1, 2, 6 and 0 keys
+    0.3333333333333333
+    """
+    sizes = np.diff(table.astype(np.int64), axis=1)
+    over = np.maximum(sizes - (CELL_WINDOW - 1), 0).sum()
+    return float(over / max(1, int(sizes.sum())))
+
+
+def light(table: np.ndarray) -> bool:
+    """Whether a tried smaller grid is kept: no cell over :data:`GUIDE_CELL_KEYS` keys, few scans.
+
+    See :data:`GUIDE_CELL_KEYS` and :data:`GUIDE_SCAN_SHARE`.
+    """
+    return (int(np.diff(table, axis=1).max(initial=0)) <= GUIDE_CELL_KEYS
+            and scan_share(table) <= GUIDE_SCAN_SHARE)
 
 
 def guide_grid(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
