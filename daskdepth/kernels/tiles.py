@@ -43,7 +43,9 @@ def wide_vectors(typingctx):
     def codegen(context, builder, signature, args):
         # llvmlite's attribute set accepts only LLVM's keyword attributes: this
         # string attribute is added as the set's plain element, as it prints.
-        set.add(builder.function.attributes, '"prefer-vector-width"="512"')
+        attributes = builder.function.attributes
+        if isinstance(attributes, set):  # every llvmlite so far; else 256 bits, same values
+            set.add(attributes, '"prefer-vector-width"="512"')
         return context.get_dummy_value()
 
     return types.void(), codegen
