@@ -473,7 +473,7 @@ def _warn_entry(cache_obj: Any, exc: BaseException) -> None:
     warnings.warn(
         f"a cached daskdepth kernel in {where} could not be read ({type(exc).__name__}: {exc});"
         " it is compiled again and its cache entry replaced. If this message comes back in "
-        f"every run, delete the folder {where}", KernelCacheWarning, stacklevel=3)
+        f"every run, delete the folder {where}", KernelCacheWarning, stacklevel=4)
 
 
 def _kernel_name(dispatcher: Any) -> str:
@@ -482,14 +482,26 @@ def _kernel_name(dispatcher: Any) -> str:
     return f"{func.__module__.rpartition('.')[2]}.{func.__qualname__}"
 
 
-def _count_drop(name: str, cache_obj: Any, exc: BaseException, when: str) -> None:
-    """Log (``DEBUG``) and count a dropped cache entry of the kernel ``name``."""
+def _drop(name: str, cache_obj: Any, exc: BaseException, when: str) -> None:
+    """Drop the kernel ``name``'s cache entry that failed to ``when`` (load or save).
+
+    Logged (``DEBUG``) and counted (:func:`dropped_cache_entries`), and warned
+    about once per process (:func:`_warn_entry`) unless the entry names a type
+    or module this version of daskdepth does not have (``AttributeError``,
+    ``ImportError``: a kernel record moved to another module): written by
+    another version at the same path, as stale as an entry of an edited module
+    (which Numba drops without a word).  Counted even then, should Numba itself
+    ever raise these for every entry.
+    """
     with _dropped_lock:
         _dropped[name] += 1
     _log.debug("daskdepth kernel %s: its cache entry in %s failed to %s (%s: %s); dropped, "
                "the kernel is compiled again", name,
                getattr(cache_obj, "_cache_path", None) or "the kernel cache", when,
                type(exc).__name__, exc)
+    if not isinstance(exc, (AttributeError, ImportError)):
+        _warn_entry(cache_obj, exc)
+    _drop_entry(cache_obj)
 
 
 def dropped_cache_entries() -> dict[str, int]:
@@ -535,31 +547,15 @@ def _guard_cache(dispatcher: Any) -> None:
     def load_overload(sig: Any, target_context: Any) -> Any:
         try:
             return load(sig, target_context)
-        except (AttributeError, ImportError) as exc:
-            # The entry names a type or module this version of daskdepth does not
-            # have (a kernel record moved to another module): written by another
-            # version at the same path, as stale as an entry of an edited module
-            # (which Numba drops without a word), so no warning either: logged and
-            # counted, should Numba itself ever raise these for every entry.
-            _count_drop(name, cache_obj, exc, "load")
-            _drop_entry(cache_obj)
-            return None
         except Exception as exc:  # noqa: BLE001 - any unreadable entry: compile instead
-            _count_drop(name, cache_obj, exc, "load")
-            _warn_entry(cache_obj, exc)
-            _drop_entry(cache_obj)
+            _drop(name, cache_obj, exc, "load")
             return None
 
     def save_overload(sig: Any, data: Any) -> None:
         try:
             save(sig, data)
-        except (AttributeError, ImportError) as exc:  # another version's, as in load_overload
-            _count_drop(name, cache_obj, exc, "save")
-            _drop_entry(cache_obj)
         except Exception as exc:  # noqa: BLE001 - the kernel is compiled; the cache is optional
-            _count_drop(name, cache_obj, exc, "save")
-            _warn_entry(cache_obj, exc)
-            _drop_entry(cache_obj)
+            _drop(name, cache_obj, exc, "save")
         _tighten(cache_obj)
 
     _private_writes(cache_obj)
