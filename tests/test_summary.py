@@ -314,6 +314,59 @@ def test_routing_survives_a_nan_guide_grid():
         broken.validate(200)
 
 
+def test_blocks_with_a_guide_of_another_rule_validate_and_score_the_same():
+    """A block whose guide grid an earlier rule chose (a saved model) loads and scores alike.
+
+    The rule picking a grid changes between versions (one cell per key here,
+    where the current one takes two); any grid whose table follows from its
+    parameters routes every value to the same leaf, so validation accepts it,
+    and refuses a table that does not follow or parameters that are not finite.
+    """
+    from daskdepth.summary import guide as guide_module
+
+    rng = np.random.default_rng(3)
+    rows = rng.normal(size=(4000, 1))
+    cuts = [np.concatenate([[-6.0], np.sort(rng.normal(size=600)), [6.0]])]
+    block = _finished_block(cuts, [rows[:, 0]])
+    v = np.ones((1, 1))
+    points = np.vstack([rows[:500], [[1e300], [-1e300], [6.0], [-6.0]]])
+    valid = np.ones(points.shape[0], dtype=bool)
+    expected = np.zeros(points.shape[0])
+    block.score_into(points, v, valid, expected)
+    tried = 0
+    for per_key, logarithmic in ((1, False), (2, False), (4, False), (1, True)):
+        other = guide_module.guide_grid(block.cptr, block.kptr, block.keys, per_key)
+        if other.g == block.g and not logarithmic:
+            continue  # the rule's own grid
+        if logarithmic:  # a logarithmic grid where the rule keeps a linear one
+            other.log[:] = [[1.0, other.g / 8]]
+            from daskdepth.kernels.routing import guide_table
+            guide_table(other.lo, other.scale, other.log, other.g, block.kptr, block.keys,
+                        other.table, np.ones(1, dtype=bool))
+        old = dataclasses.replace(block, g=other.g, g_lo=other.lo, g_scale=other.scale,
+                                  g_log=other.log, table=other.table)
+        old.validate(4000)
+        got = np.zeros(points.shape[0])
+        old.score_into(points, v, valid, got)
+        np.testing.assert_array_equal(got, expected)
+        tried += 1
+    assert tried == 3
+    one = guide_module.guide_grid(block.cptr, block.kptr, block.keys, 1)
+    base = dataclasses.replace(block, g=one.g, g_lo=one.lo, g_scale=one.scale,
+                               g_log=one.log, table=one.table)
+    shifted = one.table.copy()
+    shifted[0, 5:] += 1  # a search that would start past a key <= the point
+    for edit, message in (
+            (dict(table=shifted), "does not count the keys"),
+            (dict(g=one.g + 1), "table is not a uint16 array"),
+            (dict(g=guide_module.GUIDE_MAX + 1), "outside 1"),
+            (dict(g_lo=np.full(1, np.inf)), "g_lo holds a value that is not finite"),
+            (dict(g_log=np.array([[1.0, 0.0]])), "no positive cells per octave"),
+            (dict(table=one.table.astype(np.int32)), "table is not a uint16 array")):
+        with pytest.raises(ValueError, match=f"guide grid .*does not match the keys: .*{message}"):
+            dataclasses.replace(base, **edit).validate(4000)
+
+
 def test_tried_guides_are_given_up_early_with_the_same_result():
     """A smaller guide that cannot be kept is given up at its first crowded direction.
 

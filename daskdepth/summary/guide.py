@@ -18,7 +18,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from ..kernels.routing import CELL_WINDOW, guide_table
+from ..kernels.routing import CELL_WINDOW, PAD, guide_table
 
 #: Guide grid cells per key (of the direction with the most keys), within
 #: :data:`GUIDE_MIN` and :data:`GUIDE_MAX`: fewer leave several keys per cell on
@@ -135,10 +135,7 @@ def guide_grid(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
     lo = np.zeros(mb)
     scale = np.ones(mb)
     log = np.zeros((mb, 2))
-    # uint16 when every direction has fewer than 65536 keys: half the cache
-    # footprint of int32.
-    small = cptr[-1] == 0 or nk.max() < 2**16
-    table = np.empty((mb, g + 2), dtype=np.uint16 if small else np.int32)
+    table = np.empty((mb, g + 2), dtype=table_dtype(cptr))
     has = np.flatnonzero(nk)
     if has.size:
         first, top = kptr[has], nk[has] - 1
@@ -200,3 +197,65 @@ def _log_guide(heavy: np.ndarray, g: int, cptr: np.ndarray, kptr: np.ndarray,
         back = heavy[worse]
         lo[back], log[back] = old_lo[worse], old_log[worse]
         table[back] = old_table[worse]
+
+
+def table_dtype(cptr: np.ndarray) -> type:
+    """The guide table's dtype: uint16 when every direction has fewer than 65,536 keys.
+
+    Half the cache footprint of int32.
+
+    Examples
+    --------
+    >>> table_dtype(np.array([0, 10, 70_000])).__name__
+    'int32'
+    """
+    nk = np.diff(cptr)
+    return np.uint16 if cptr[-1] == 0 or nk.max() < 2**16 else np.int32
+
+
+def check_guide(guide: Guide, cptr: np.ndarray, keys: np.ndarray) -> None:
+    """Refuse a guide grid that does not route the (padded) ``keys`` safely and exactly.
+
+    Any grid does, whichever rule chose it, when its parameters are finite
+    (a logarithmic grid's scales positive), it has at most :data:`GUIDE_MAX`
+    cells and its table is the one :func:`~daskdepth.kernels.routing.guide_table`
+    fills from those parameters and the keys: the cells are then monotone,
+    and the table never starts a search past a key ``<=`` the point, so the
+    leaves are the same as with any other grid.  Grids built by earlier
+    rules (models saved by earlier versions) are so accepted, with the same
+    scores; a table that does not follow from its parameters is refused.
+
+    Raises
+    ------
+    ValueError
+        Naming what is wrong.
+    """
+    def refuse(why: str) -> ValueError:
+        return ValueError(f"the guide grid (g, g_lo, g_scale, g_log, table) does not match "
+                          f"the keys: {why}")
+
+    mb = cptr.size - 1
+    g = guide.g
+    if not isinstance(g, (int, np.integer)) or isinstance(g, (bool, np.bool_)):
+        raise refuse(f"g is a {type(g).__name__}, not an integer")
+    if not 1 <= g <= GUIDE_MAX:
+        raise refuse(f"g is {g}, outside 1 .. {GUIDE_MAX}")
+    for name, value, shape in (("g_lo", guide.lo, (mb,)), ("g_scale", guide.scale, (mb,)),
+                               ("g_log", guide.log, (mb, 2))):
+        if not (isinstance(value, np.ndarray) and value.dtype == np.float64
+                and value.shape == shape and value.flags.c_contiguous):
+            raise refuse(f"{name} is not a float64 array of shape {shape}")
+        if not np.isfinite(value).all():
+            raise refuse(f"{name} holds a value that is not finite")
+    logarithmic = guide.log[:, 0] > 0
+    if (guide.log[logarithmic, 1] <= 0).any():
+        raise refuse("g_log gives a logarithmic grid no positive cells per octave")
+    table, dtype = guide.table, table_dtype(cptr)
+    if not (isinstance(table, np.ndarray) and table.dtype == dtype
+            and table.shape == (mb, g + 2) and table.flags.c_contiguous):
+        raise refuse(f"table is not a {np.dtype(dtype).name} array of shape {(mb, g + 2)}")
+    want = np.empty_like(table)
+    guide_table(guide.lo, guide.scale, guide.log, g, cptr + PAD * np.arange(mb + 1), keys,
+                want, np.ones(mb, dtype=np.bool_))
+    if not np.array_equal(table, want):
+        raise refuse("its table does not count the keys of its cells")

@@ -36,7 +36,7 @@ from ..kernels.routing import (
 )
 from ..kernels.tiles import Projection, project
 from ..kernels.top import top_block
-from .guide import build_guide
+from .guide import Guide, build_guide, check_guide
 from .nbytes import ArrayRecord
 from .rows import Rows
 
@@ -192,8 +192,9 @@ class BlockLeaves:
         (``cptr`` from 0, non-decreasing, so every direction's keys and leaves
         lie in ``keys`` and ``counts``); each direction's keys finite and
         increasing, followed by the ``+inf`` padding that ends every search;
-        the routing structure (``g``, ``g_lo``, ``g_scale``, ``g_log``, ``table``) equal to
-        the one :meth:`from_keys` builds from the keys; the leaf counts finite,
+        the routing structure (``g``, ``g_lo``, ``g_scale``, ``g_log``, ``table``) a guide
+        grid that routes the keys exactly (:func:`~daskdepth.summary.guide.check_guide`:
+        whichever rule built it, so models saved by earlier versions load); the leaf counts finite,
         non-negative and adding up to ``n`` in every direction; and ``lut`` and
         ``worst`` equal to what the counts give (so scores lie in ``[0, 1]`` and
         the error bound is the one the counts certify).  A fitted block holds no
@@ -226,13 +227,7 @@ class BlockLeaves:
         ascending[starts[(starts >= 0) & (starts < ascending.size)]] = True
         if not ascending.all():
             raise ValueError("a direction's keys are not increasing")
-        built = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
-        _check_int(self.g, "g", 0)
-        if (self.g != built.g
-                or not _same(self.g_lo, built.g_lo) or not _same(self.g_scale, built.g_scale)
-                or not _same(self.g_log, built.g_log) or not _same(self.table, built.table)):
-            raise ValueError("the guide grid (g, g_lo, g_scale, g_log, table) does not match "
-                             "the keys")
+        check_guide(Guide(self.g, self.g_lo, self.g_scale, self.g_log, self.table), cptr, keys)
         n_leaves = n_keys + mb
         if self.counts is None:  # a fitted block: its counts follow from lut
             lut = _check_array(self.lut, "lut", (np.float32, np.float64), (n_leaves,))
