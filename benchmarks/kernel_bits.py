@@ -13,7 +13,10 @@ leaf summary's keys, tabulated scores, extremes and worst leaves, and
     diff old.txt new.txt
 
 A change to the kernels that keeps every projection, leaf, count, extreme
-and score gives the same lines.  ``--quick`` fits d = 3 and 10 only.
+and score gives the same lines.  ``--quick`` fits d = 3 and 10 only;
+``--without-guide`` leaves the guide grids (``g``, ``g_lo``, ``g_scale``,
+``g_log``, ``table``) out, to compare two rules for choosing them (a grid
+only chooses where the routing search starts, so leaves and scores stay).
 """
 
 from __future__ import annotations
@@ -36,7 +39,10 @@ def data(d: int, seed: int = 0) -> np.ndarray:
     return x
 
 
-def digest(model, x) -> str:
+GUIDE_FIELDS = ("table", "g_lo", "g_scale", "g_log")
+
+
+def digest(model, x, guide: bool = True) -> str:
     """SHA-256 of the scores, the leaf summary and the bound of a fitted model."""
     h = hashlib.sha256()
     h.update(np.ascontiguousarray(model.score_samples(x), dtype=np.float64).tobytes())
@@ -45,8 +51,9 @@ def digest(model, x) -> str:
         h.update(np.ascontiguousarray(std, dtype=np.float64).tobytes())
     h.update(repr(float(model.error_bound_)).encode())
     for b in getattr(model.summary_, "blocks", []):
-        for name in ("cptr", "keys", "lut", "counts", "ext", "worst", "table", "g_lo",
-                     "g_scale", "g_log"):
+        for name in ("cptr", "keys", "lut", "counts", "ext", "worst", *GUIDE_FIELDS):
+            if name in GUIDE_FIELDS and not guide:
+                continue
             a = getattr(b, name, None)
             if isinstance(a, np.ndarray):
                 h.update(name.encode())
@@ -57,6 +64,8 @@ def digest(model, x) -> str:
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--quick", action="store_true", help="d = 3 and 10 only")
+    ap.add_argument("--without-guide", action="store_true",
+                    help="leave the guide grids out of the digests")
     args = ap.parse_args()
     import dask
     import dask.array as da
@@ -77,7 +86,8 @@ def main() -> None:
             xd = da.from_array(x, chunks=(chunks, d))
             for name, make in depths.items():
                 model = make().fit(xd)
-                print(f"d={d} chunks={chunks} {name} {digest(model, xd)}", flush=True)
+                code = digest(model, xd, not args.without_guide)
+                print(f"d={d} chunks={chunks} {name} {code}", flush=True)
 
 
 if __name__ == "__main__":

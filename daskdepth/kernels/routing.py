@@ -324,6 +324,29 @@ def guide_table(g_lo, g_scale, g_log, g, kptr, keys, table, only, crowded=0, sca
 
 
 @kernel
+def cell_stats(table):
+    """The most keys in one cell of a guide table, the keys past a cell's first three, and all keys.
+
+    ``table[jj, c]`` counts direction ``jj``'s keys in the cells before ``c``
+    (:func:`guide_table`).  A lookup between two keys of a cell scans past the
+    vector compare when the cell holds more than ``CELL_WINDOW - 1`` keys before
+    it; one pass over the table, without the int64 copy a NumPy ``diff`` makes.
+    """
+    wide_vectors()
+    most = 0
+    over = 0
+    total = 0
+    for jj in range(table.shape[0]):
+        row = table[jj]
+        for c in range(1, row.size):
+            k = np.int64(row[c]) - np.int64(row[c - 1])
+            most = max(most, k)
+            over += max(k - (CELL_WINDOW - 1), 0)
+        total += np.int64(row[row.size - 1]) - np.int64(row[0])
+    return most, over, total
+
+
+@kernel
 def leaf_atoms(cptr, cuts):
     """Which leaves are atoms: those between two keys with no float between them."""
     wide_vectors()
