@@ -411,7 +411,8 @@ def test_clustered_keys_get_eight_cells_per_key():
 
     A fifth of the keys within 2 % of the span: at four cells per key about
     5 % of the key intervals lie past the vector compare's keys, at eight about
-    1 %, so the grid of eight cells per key is kept; routing stays exact.  Keys
+    1 %, so a fitted block (``scored``) keeps the grid of eight cells per key, and
+    a pilot's keys the four that its memory plan assumes; routing stays exact.  Keys
     spread evenly keep the smaller grid, and a finer grid that does not halve
     the scans is not kept.
     """
@@ -426,11 +427,13 @@ def test_clustered_keys_get_eight_cells_per_key():
         keys = pad_keys(cptr, cut)
         kptr = cptr + PAD * np.arange(2)
         four = guide_module.guide_grid(cptr, kptr, keys, guide_module.GUIDE_PER_KEY)
-        block = BlockLeaves.from_keys(0, 1, cptr, keys)
+        block = BlockLeaves.from_keys(0, 1, cptr, keys, scored=True)
         assert block.g == per_key * cut.size
         if per_key == guide_module.GUIDE_CLUSTERED_PER_KEY:
             assert guide_module.scan_share(four.table) > guide_module.GUIDE_SCAN_SHARE
             assert guide_module.scan_share(block.table) < guide_module.scan_share(four.table)
+            # keys counted once (a pilot's, a refinement's) keep four cells per key
+            assert BlockLeaves.from_keys(0, 1, cptr, keys).g == four.g
         p = np.concatenate([cut, np.nextafter(cut, np.inf), np.nextafter(cut, -np.inf),
                             rng.uniform(-0.1, 1.1, 2000)])
         np.testing.assert_array_equal(_leaves(block, p), np.searchsorted(cut, p, side="right"))
@@ -444,7 +447,7 @@ def test_clustered_keys_get_eight_cells_per_key():
     eight = guide_module.guide_grid(cptr, kptr, keys, guide_module.GUIDE_CLUSTERED_PER_KEY)
     assert guide_module.scan_share(eight.table) > guide_module.scan_share(four.table) / 2
     assert guide_module.scan_share(four.table) > guide_module.GUIDE_SCAN_SHARE
-    assert BlockLeaves.from_keys(0, 1, cptr, keys).g == four.g
+    assert BlockLeaves.from_keys(0, 1, cptr, keys, scored=True).g == four.g
 
 
 def test_guide_with_crowded_cells_gets_more_cells():

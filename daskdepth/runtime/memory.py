@@ -159,7 +159,12 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
 #: Bytes per leaf of a fitted summary: its padded key, its tabulated score and
 #: its share of the guide grid (one to four cells of 2 bytes), with scores in
 #: float32 up to :data:`~daskdepth.summary.leaves.LUT32_MAX_ROWS` rows, float64
-#: above; an upper estimate (evenly spread keys take fewer guide cells).
+#: above; an upper estimate (evenly spread keys take fewer guide cells) except on
+#: clustered keys, whose fitted grids take eight cells per key
+#: (:data:`~daskdepth.summary.guide.GUIDE_CLUSTERED_PER_KEY`: 8 bytes more per leaf,
+#: as on Http); the bounds on the largest summary (:func:`largest_summary_bytes`)
+#: count the most leaves a direction may hold, ``1.6`` times the typical, which
+#: covers them.
 BYTES_PER_LEAF = 20
 
 

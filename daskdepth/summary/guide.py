@@ -32,9 +32,10 @@ GUIDE_TRY_PER_KEY = (1, 2)
 #: than :data:`GUIDE_SCAN_SHARE` of the lookups past the vector compare: clustered
 #: keys, as on Http (6 % of the lookups at four cells per key on the fitted summary,
 #: 0.9 % at eight); kept when it scans at most half as much (twice the table's memory
-#: does not pay for a cluster that stays in one cell at any size).  Measured on Http's
-#: blocks (same leaves, one process, alternated): scoring 1.3x and the fit's histogram
-#: counting 1.12x faster, for twice the guide table's memory (2 bytes per cell).
+#: does not pay for a cluster that stays in one cell at any size).  Fitted blocks only
+#: (:func:`build_guide`'s ``scored``).  Measured on Http's fitted blocks (same leaves,
+#: one process, alternated): scoring 1.3x faster, for twice the guide table's memory
+#: (2 bytes per cell; Http's summary 35.5 -> 49.8 MiB).
 GUIDE_CLUSTERED_PER_KEY = 8
 #: Keys a guide cell may hold for the routing search to stay short: it compares
 #: the first :data:`~daskdepth.kernels.routing.CELL_WINDOW` at once and scans on
@@ -80,14 +81,18 @@ class Guide(NamedTuple):
     table: np.ndarray
 
 
-def build_guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
+def build_guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
+                scored: bool = False) -> Guide:
     """The guide grid of a block's (padded) keys: the smallest that keeps its cells light.
 
     One or two cells per key (:data:`GUIDE_TRY_PER_KEY`) when that leaves no cell
     with more than :data:`GUIDE_CELL_KEYS` keys and few lookups that scan
-    (:func:`light`), otherwise :data:`GUIDE_PER_KEY`, or
-    :data:`GUIDE_CLUSTERED_PER_KEY` where that still leaves more than
-    :data:`GUIDE_SCAN_SHARE` of the lookups scanning and the finer grid at most half as many.
+    (:func:`light`), otherwise :data:`GUIDE_PER_KEY`.  With ``scored`` (a fitted
+    block, which scores every row routed to it), :data:`GUIDE_CLUSTERED_PER_KEY`
+    where four cells per key still leave more than :data:`GUIDE_SCAN_SHARE` of
+    the lookups scanning and the finer grid at most half as many; pilot and
+    refined keys, counted once, keep at most four cells per key, as a wave's
+    memory plan assumes (:data:`daskdepth.runtime.memory.BYTES_PER_PILOT_LEAF`).
     """
     for per_key in GUIDE_TRY_PER_KEY:
         guide = guide_grid(cptr, kptr, keys, per_key, tried=True)
@@ -95,7 +100,7 @@ def build_guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray) -> Guide:
             return guide
     guide = guide_grid(cptr, kptr, keys, GUIDE_PER_KEY)
     assert guide is not None
-    share = scan_share(guide.table)
+    share = scan_share(guide.table) if scored else 0.0
     if share > GUIDE_SCAN_SHARE and GUIDE_CLUSTERED_PER_KEY > GUIDE_PER_KEY:
         finer = guide_grid(cptr, kptr, keys, GUIDE_CLUSTERED_PER_KEY)
         if finer is not None and finer.g > guide.g and scan_share(finer.table) <= share / 2:

@@ -167,10 +167,15 @@ class BlockLeaves:
         return cls.from_keys(j0, j1, cptr, keys)
 
     @classmethod
-    def from_keys(cls, j0: int, j1: int, cptr: np.ndarray, keys: np.ndarray) -> BlockLeaves:
-        """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`)."""
+    def from_keys(cls, j0: int, j1: int, cptr: np.ndarray, keys: np.ndarray,
+                  scored: bool = False) -> BlockLeaves:
+        """Summary with the given padded keys (:func:`daskdepth.kernels.routing.pad_keys`).
+
+        ``scored``: the keys are final (:meth:`finished`), so the guide grid may
+        take more cells on clustered keys (:func:`~daskdepth.summary.guide.build_guide`).
+        """
         mb = j1 - j0
-        guide = build_guide(cptr, cptr + PAD * np.arange(mb + 1), keys)
+        guide = build_guide(cptr, cptr + PAD * np.arange(mb + 1), keys, scored)
         return cls(j0, j1, cptr, guide.g, guide.lo, guide.scale, guide.log, keys, guide.table)
 
     @classmethod
@@ -330,7 +335,7 @@ class BlockLeaves:
         like = np.empty(0, dtype=np.float32 if n <= LUT32_MAX_ROWS else np.float64)
         cptr, keys, counts, lut, worst = finish_leaves(
             self.cptr, self.keys, rows, leaf_counts.ext, -1.0 if cap is None else float(cap), like)
-        out = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys)
+        out = BlockLeaves.from_keys(self.j0, self.j1, cptr, keys, scored=True)
         return replace(out, counts=counts, ext=leaf_counts.ext, lut=lut, worst=worst)
 
     def without_counts(self) -> BlockLeaves:
