@@ -163,8 +163,8 @@ def directions_per_block(d: int, rows: int, memory: WorkerMemory | None = None) 
 #: clustered keys, whose fitted grids take eight cells per key
 #: (:data:`~daskdepth.summary.guide.GUIDE_CLUSTERED_PER_KEY`: 8 bytes more per leaf,
 #: as on Http); the bounds on the largest summary (:func:`largest_summary_bytes`)
-#: count the most leaves a direction may hold, ``1.6`` times the typical, which
-#: covers them.
+#: count the most leaves a direction may hold (``1 / tol``, ``1.6`` times the
+#: typical), which covers them at the typical fill (:data:`LEAF_FILL`).
 BYTES_PER_LEAF = 20
 
 
