@@ -1155,3 +1155,25 @@ def test_sigterm_removes_the_temporary(tmp_path, big_store):
     _, err = proc.communicate(timeout=120)
     assert proc.returncode == 143 and err.strip() == "daskdepth: terminated"
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("make", [
+    lambda: __import__("distributed").comm.core.CommClosedError(
+        "in <TCP (closed) ConnectionPool.gather local=tcp://127.0.0.1:44720 "
+        "remote=tcp://127.0.0.1:40773>: Stream is closed"),
+    lambda: __import__("distributed").client.FutureCancelledError(
+        "x", reason="scheduler-connection-lost", msg=None),
+])
+def test_a_lost_scheduler_is_reported_in_one_line_either_way(make):
+    """distributed reports the scheduler's loss as a cancelled future or as the closed stream.
+
+    Which one a job meets depends on timing (the command line met the closed
+    stream in one CI run of tests/test_cluster.py::test_scheduler_lost_mid_job and
+    printed distributed's text); both give the same line.
+    """
+    from daskdepth.cli.ui import error_lines
+
+    assert error_lines(make()) == [
+        "daskdepth: error: the connection to the Dask scheduler was lost during the job (did "
+        "the scheduler stop?); nothing was written"]
+    assert error_lines(OSError("Stream is closed")) == ["daskdepth: error: Stream is closed"]

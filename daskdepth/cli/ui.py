@@ -72,6 +72,12 @@ def format_warning(message: Any, category: type, filename: str, lineno: int,
     print(f"daskdepth: warning: {text}", file=sys.stderr, flush=True)
 
 
+def _is_closed_comm(exc: BaseException) -> bool:
+    """Whether ``exc`` is distributed's ``CommClosedError`` (without importing distributed)."""
+    return any(c.__name__ == "CommClosedError" and c.__module__.startswith("distributed.")
+               for c in type(exc).__mro__)
+
+
 def error_lines(exc: BaseException) -> list[str]:
     """The one or two lines that report a failed job.
 
@@ -86,7 +92,9 @@ def error_lines(exc: BaseException) -> list[str]:
     ['daskdepth: error: RuntimeError: boom', '(run with --debug for the traceback)']
     """
     text = " ".join(str(exc).split()) or type(exc).__name__
-    if "scheduler-connection-lost" in text:  # distributed's FutureCancelledError
+    # distributed says it in one of two ways, depending on which call met the closed
+    # connection first: a cancelled future, or the closed stream itself (an OSError)
+    if "scheduler-connection-lost" in text or _is_closed_comm(exc):
         return ["daskdepth: error: the connection to the Dask scheduler was lost during the "
                 "job (did the scheduler stop?); nothing was written"]
     text = text.replace("pass nan_policy='omit'", "pass --nan-policy omit")
