@@ -101,9 +101,10 @@ def build_guide(cptr: np.ndarray, kptr: np.ndarray, keys: np.ndarray,
     guide = guide_grid(cptr, kptr, keys, GUIDE_PER_KEY)
     assert guide is not None
     share = scan_share(guide.table) if scored else 0.0
-    if share > GUIDE_SCAN_SHARE and GUIDE_CLUSTERED_PER_KEY > GUIDE_PER_KEY:
+    if share > GUIDE_SCAN_SHARE:
         finer = guide_grid(cptr, kptr, keys, GUIDE_CLUSTERED_PER_KEY)
-        if finer is not None and finer.g > guide.g and scan_share(finer.table) <= share / 2:
+        assert finer is not None
+        if finer.g > guide.g and scan_share(finer.table) <= share / 2:  # g may hit GUIDE_MAX
             return finer
     return guide
 
